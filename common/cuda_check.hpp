@@ -1,0 +1,33 @@
+// Every CUDA runtime call and every launch goes through these checks: a failure throws
+// CudaError naming the call, the file and line, and CUDA's own error string.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace ladder {
+
+class CudaError : public std::runtime_error {
+ public:
+  CudaError(cudaError_t code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  cudaError_t code() const { return code_; }
+
+ private:
+  cudaError_t code_;
+};
+
+[[noreturn]] void throw_cuda_error(cudaError_t code, const char* expr, const char* file, int line);
+
+inline void cuda_check(cudaError_t code, const char* expr, const char* file, int line) {
+  if (code != cudaSuccess) throw_cuda_error(code, expr, file, line);
+}
+
+}  // namespace ladder
+
+/// Checks a CUDA runtime call.
+#define CUDA_CHECK(expr) ::ladder::cuda_check((expr), #expr, __FILE__, __LINE__)
+/// Checks the launch just made (bad configuration, too much shared memory, ...). Errors raised
+/// while the kernel runs surface at the next synchronizing call, which is checked too.
+#define CUDA_CHECK_LAUNCH(name) ::ladder::cuda_check(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)

@@ -1,0 +1,64 @@
+#include "device.hpp"
+
+#include <cstdio>
+
+namespace ladder {
+
+bool cuda_device_available(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return false;
+  }
+  if (count == 0) {
+    if (why) *why = "cudaGetDeviceCount found 0 devices";
+    return false;
+  }
+  return true;
+}
+
+std::string device_description() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  char buf[128];
+  std::snprintf(buf, sizeof buf, ", %d SMs, %d MiB L2, %.1f GiB, sm_%d%d", prop.multiProcessorCount,
+                prop.l2CacheSize >> 20, double(prop.totalGlobalMem) / double(1ull << 30), prop.major,
+                prop.minor);
+  return std::string(prop.name) + buf;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  int i = 0;
+  while (bytes >= 1000.0 && i < 4) {
+    bytes /= 1000.0;
+    ++i;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.2f %s", bytes, units[i]);
+  return buf;
+}
+
+void* device_allocate(size_t bytes, const std::string& what) {
+  if (bytes == 0) return nullptr;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::string detail = "not enough GPU memory for " + what + ": needs " + format_bytes(double(bytes)) +
+                             " (" + std::to_string(bytes) + " bytes), " + format_bytes(double(free_bytes)) +
+                             " free of " + format_bytes(double(total_bytes));
+  if (bytes > free_bytes) throw DeviceMemoryError(detail);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw DeviceMemoryError(detail);
+  }
+  CUDA_CHECK(e);
+  return p;
+}
+
+}  // namespace ladder

@@ -1,0 +1,67 @@
+// Device discovery and device memory that says how much it needed when it runs out.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "cuda_check.hpp"
+
+namespace ladder {
+
+/// Whether a usable CUDA device exists; if not, `why` says what the runtime reported.
+bool cuda_device_available(std::string* why = nullptr);
+
+/// "NVIDIA H100 80GB HBM3, 132 SMs, 50 MiB L2, 79.1 GiB, sm_90".
+std::string device_description();
+
+/// Thrown when an allocation does not fit: names what it was for, bytes needed and free.
+class DeviceMemoryError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// An owning device allocation of `count` elements of T. Checks free memory first so that the
+/// error names the buffer, the bytes it needs and the bytes available; throws DeviceMemoryError.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(size_t count, const std::string& what);
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(o.count_) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    release();
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    count_ = o.count_;
+    return *this;
+  }
+  T* get() const { return ptr_; }
+  size_t size() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  void release() {
+    if (ptr_) cudaFree(ptr_);  // cannot throw from a destructor; a failure here is sticky anyway
+    ptr_ = nullptr;
+  }
+  T* ptr_ = nullptr;
+  size_t count_ = 0;
+};
+
+/// Allocates `bytes` or throws DeviceMemoryError("not enough GPU memory for <what>: needs X,
+/// Y free of Z").
+void* device_allocate(size_t bytes, const std::string& what);
+
+template <typename T>
+DeviceBuffer<T>::DeviceBuffer(size_t count, const std::string& what)
+    : ptr_(static_cast<T*>(device_allocate(count * sizeof(T), what))), count_(count) {}
+
+/// Human-readable bytes: "2.16 GB" (decimal units, as bandwidths are quoted).
+std::string format_bytes(double bytes);
+
+}  // namespace ladder

@@ -1,0 +1,144 @@
+#include "problem.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace ladder {
+
+Problem Problem::kernelbench() { return Problem{}; }
+
+Problem Problem::kernelbench_v1() {
+  Problem p;
+  p.batch = 128;
+  p.in_channels = 3;
+  p.out_channels = 16;
+  p.in_h = p.in_w = 32;
+  p.distribution = Distribution::Normal;
+  return p;
+}
+
+namespace {
+
+[[noreturn]] void reject(const std::string& what) { throw InvalidProblem("invalid problem: " + what); }
+
+std::string pair_str(const Pair& p) {
+  return "(" + std::to_string(p.h) + ", " + std::to_string(p.w) + ")";
+}
+
+void require_positive(const char* name, int64_t v) {
+  if (v <= 0) reject(std::string(name) + " must be positive, got " + std::to_string(v));
+}
+
+void require_positive(const char* name, const Pair& v) {
+  if (v.h <= 0 || v.w <= 0) reject(std::string(name) + " must be positive, got " + pair_str(v));
+}
+
+int64_t out_size(int64_t in, int64_t stride, int64_t padding, int64_t dilation, int64_t kernel,
+                 int64_t output_padding) {
+  return (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1;
+}
+
+}  // namespace
+
+void Problem::validate() const {
+  require_positive("batch", batch);
+  require_positive("in_channels", in_channels);
+  require_positive("out_channels", out_channels);
+  require_positive("in_h", in_h);
+  require_positive("in_w", in_w);
+  require_positive("kernel_size", kernel_size);
+  require_positive("stride", stride);
+  require_positive("dilation", dilation);
+  require_positive("groups", groups);
+  if (padding.h < 0 || padding.w < 0) reject("padding must be non-negative, got " + pair_str(padding));
+  if (output_padding.h < 0 || output_padding.w < 0)
+    reject("output_padding must be non-negative, got " + pair_str(output_padding));
+  // PyTorch: "output padding must be smaller than either stride or dilation".
+  if (!(output_padding.h < stride.h || output_padding.h < dilation.h) ||
+      !(output_padding.w < stride.w || output_padding.w < dilation.w))
+    reject("output_padding " + pair_str(output_padding) +
+           " must be smaller than either stride " + pair_str(stride) + " or dilation " +
+           pair_str(dilation));
+  if (in_channels % groups != 0)
+    reject("in_channels " + std::to_string(in_channels) + " must be divisible by groups " +
+           std::to_string(groups));
+  if (out_channels % groups != 0)
+    reject("out_channels " + std::to_string(out_channels) + " must be divisible by groups " +
+           std::to_string(groups));
+  if (out_h() <= 0 || out_w() <= 0)
+    reject("output size (" + std::to_string(out_h()) + ", " + std::to_string(out_w()) +
+           ") is not positive; padding " + pair_str(padding) + " is too large for the input");
+  if (!(scale == scale)) reject("scale must not be NaN");
+}
+
+int64_t Problem::out_h() const {
+  return out_size(in_h, stride.h, padding.h, dilation.h, kernel_size.h, output_padding.h);
+}
+int64_t Problem::out_w() const {
+  return out_size(in_w, stride.w, padding.w, dilation.w, kernel_size.w, output_padding.w);
+}
+
+InputRange valid_input_range(int64_t in, int64_t out, int64_t stride, int64_t padding,
+                             int64_t dilation, int64_t k) {
+  // ih*stride >= padding - k*dilation  and  ih*stride < out + padding - k*dilation
+  const int64_t lo_num = padding - k * dilation;
+  const int64_t hi_num = out + padding - k * dilation;  // exclusive
+  auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  const int64_t lo = std::max<int64_t>(0, ceil_div(lo_num, stride));
+  const int64_t hi = std::min<int64_t>(in, ceil_div(hi_num, stride));  // first ih out of range
+  return hi > lo ? InputRange{lo, hi} : InputRange{lo, lo};
+}
+
+double Problem::conv_macs() const {
+  double rows = 0, cols = 0;  // sum over taps of valid rows/cols; the 2-D count factorizes
+  for (int64_t kh = 0; kh < kernel_size.h; ++kh)
+    rows += double(valid_input_range(in_h, out_h(), stride.h, padding.h, dilation.h, kh).count());
+  for (int64_t kw = 0; kw < kernel_size.w; ++kw)
+    cols += double(valid_input_range(in_w, out_w(), stride.w, padding.w, dilation.w, kw).count());
+  return double(batch) * double(in_channels) * double(out_per_group()) * rows * cols;
+}
+
+ProblemCost cost_of(const Problem& p) {
+  const double f = 4.0;  // bytes per fp32
+  const double x = f * double(p.x_elems());
+  const double params = f * double(p.weight_elems() + 2 * p.out_channels);
+  const double out = f * double(p.out_elems());
+  const double pooled = f * double(p.pooled_elems());
+  const double y = f * double(p.batch);
+  ProblemCost c;
+  c.conv = {x + params, 2.0 * p.conv_macs() + double(p.out_elems())};
+  c.pool = {out + pooled, double(p.out_elems())};
+  c.epilogue = {pooled + f * double(p.out_channels) + y, 4.0 * double(p.pooled_elems())};
+  c.fused = {x + params + y, c.conv.flops + c.pool.flops + c.epilogue.flops};
+  return c;
+}
+
+std::string Problem::describe() const {
+  std::ostringstream s;
+  s << "batch=" << batch << " in_channels=" << in_channels << " out_channels=" << out_channels
+    << " input=" << in_h << "x" << in_w << " kernel_size=" << pair_str(kernel_size)
+    << " stride=" << pair_str(stride) << " padding=" << pair_str(padding)
+    << " output_padding=" << pair_str(output_padding) << " dilation=" << pair_str(dilation)
+    << " groups=" << groups << " scale=" << scale << " x~" << to_string(distribution)
+    << " seed=" << seed << " -> convT output " << out_h() << "x" << out_w();
+  return s.str();
+}
+
+const char* to_string(Distribution d) {
+  switch (d) {
+    case Distribution::Uniform: return "uniform";
+    case Distribution::Normal: return "normal";
+    case Distribution::Structured: return "structured";
+  }
+  return "?";
+}
+
+Distribution distribution_from_string(const std::string& s) {
+  if (s == "uniform") return Distribution::Uniform;
+  if (s == "normal") return Distribution::Normal;
+  if (s == "structured") return Distribution::Structured;
+  throw InvalidProblem("invalid problem: distribution must be uniform, normal or structured, got '" +
+                       s + "'");
+}
+
+}  // namespace ladder

@@ -1,0 +1,74 @@
+#include "tolerance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace ladder {
+
+double fp32_chain_length(const Problem& p) {
+  const double K = double(p.in_per_group() * p.taps());
+  return K + double(p.out_h()) * double(p.out_w()) + double(p.in_h) * double(p.in_w) + K;
+}
+
+Tolerance rounding_tolerance(const Problem& p, const Reference& ref, double unit_roundoff) {
+  const double u = unit_roundoff;
+  const double rel = kProbabilisticLambda * std::sqrt(fp32_chain_length(p)) * u;
+  Tolerance t;
+  t.pooled.resize(ref.pooled.size());
+  for (size_t i = 0; i < t.pooled.size(); ++i)
+    t.pooled[i] = rel * ref.magnitude[i] + u * std::fabs(ref.pooled[i]);
+  t.y.resize(ref.y.size());
+  const int64_t C = p.out_channels;
+  for (int64_t n = 0; n < p.batch; ++n) {
+    double worst = 0;
+    for (int64_t co = 0; co < C; ++co) worst = std::max(worst, t.pooled[size_t(n * C + co)]);
+    const double lse = std::isfinite(ref.y[size_t(n)]) ? std::fabs(ref.y[size_t(n)] / p.scale) : 0;
+    t.y[size_t(n)] = std::fabs(p.scale) * (worst + double(C + 8) * u * (lse + 1.0));
+  }
+  return t;
+}
+
+namespace {
+
+// Folds one element into the agreement; equal infinities agree (torch.logsumexp can give +-inf).
+void check(Agreement& a, double got, double want, double tol, int64_t index, double& max_abs) {
+  if (std::isnan(got) != std::isnan(want)) {
+    ++a.nan_count;
+    if (a.worst_index < 0) a.worst_index = index;
+    return;
+  }
+  if (std::isnan(got) || got == want) return;
+  const double diff = std::fabs(got - want);
+  max_abs = std::max(max_abs, diff);
+  const double ratio = tol > 0 ? diff / tol : INFINITY;
+  if (!(ratio <= a.worst_ratio)) {
+    a.worst_ratio = ratio;
+    a.worst_index = index;
+  }
+}
+
+}  // namespace
+
+Agreement compare(const std::vector<double>& pooled, const std::vector<double>& y,
+                  const std::vector<double>& ref_pooled, const std::vector<double>& ref_y,
+                  const Tolerance& tol, double tolerance_factor) {
+  Agreement a;
+  for (size_t i = 0; i < pooled.size(); ++i)
+    check(a, pooled[i], ref_pooled[i], tolerance_factor * tol.pooled[i], int64_t(i), a.max_abs_pooled);
+  for (size_t n = 0; n < y.size(); ++n)
+    check(a, y[n], ref_y[n], tolerance_factor * tol.y[n], int64_t(pooled.size() + n), a.max_abs_y);
+  return a;
+}
+
+std::string Agreement::summary() const {
+  std::ostringstream s;
+  s.precision(3);
+  s << (pass() ? "PASS" : "FAIL") << " (max |err| pooled " << max_abs_pooled << ", y " << max_abs_y
+    << "; worst " << worst_ratio << "x tolerance at index " << worst_index;
+  if (nan_count) s << "; " << nan_count << " NaN where the reference has a number";
+  s << ")";
+  return s.str();
+}
+
+}  // namespace ladder

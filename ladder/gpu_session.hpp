@@ -1,0 +1,57 @@
+// The GPU half of the ladder: device copies of the inputs, the streaming-read floor, and timing
+// of one stage with CUDA events (warm-up, L2 flushed and outputs poisoned before every
+// repetition, medians).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device.hpp"
+#include "stage.hpp"
+
+namespace ladder {
+
+/// Median times in ms of one timed GPU stage, per phase and in total, plus its outputs.
+struct GpuTiming {
+  std::vector<std::pair<Phase, double>> phase_ms;  ///< in the order the stage marked them
+  double total_ms = 0;
+  std::vector<double> pooled;  ///< from the last repetition, widened to double
+  std::vector<double> y;
+};
+
+/// Called after each repetition with (done, total) for progress output.
+using Progress = std::function<void(int done, int total)>;
+
+class GpuSession {
+ public:
+  /// Copies the inputs to the device (throws DeviceMemoryError if they do not fit).
+  GpuSession(const Problem& p, const HostInputs& in);
+  ~GpuSession();
+  GpuSession(const GpuSession&) = delete;
+  GpuSession& operator=(const GpuSession&) = delete;
+
+  /// Median ms of a plain streaming read of x (16-byte loads, grid-stride loop): the floor.
+  double time_streaming_read(int warmup, int reps, bool flush_l2);
+
+  /// Runs `stage` warmup + reps times and returns median phase and total times.
+  GpuTiming time_stage(const StageDescriptor& stage, int warmup, int reps, bool flush_l2,
+                       const Progress& progress = {});
+
+  /// Runs `stage` once (outputs poisoned first) and returns its outputs: for tests.
+  GpuTiming run_once(const StageDescriptor& stage) { return time_stage(stage, 0, 1, false); }
+
+ private:
+  void flush_l2();
+  const Problem problem_;
+  DeviceBuffer<float> x_, weight_, conv_bias_, bias_, pooled_, y_;
+  DeviceBuffer<unsigned char> l2_flush_;
+  cudaStream_t stream_ = nullptr;
+};
+
+/// Returns the median of `v` (by copy; v may be in any order).
+double median(std::vector<double> v);
+
+}  // namespace ladder

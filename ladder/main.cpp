@@ -1,0 +1,85 @@
+// The ladder program (and, linked with a one-stage registry, each stage_NN program).
+// With no arguments: the KernelBench problem through every stage this program has.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "runner.hpp"
+
+namespace {
+
+// A spatial option that takes one value (both axes) or two (height width), like PyTorch.
+void add_pair_option(CLI::App& app, const std::string& name, ladder::Pair& target, const std::string& help) {
+  app.add_option_function<std::vector<int64_t>>(
+         name,
+         [&target, name](const std::vector<int64_t>& v) {
+           target = v.size() == 1 ? ladder::Pair::square(v[0]) : ladder::Pair{v[0], v[1]};
+         },
+         help + " (one value, or two: height width)")
+      ->expected(1, 2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ladder::Problem p = ladder::Problem::kernelbench();
+  ladder::LadderOptions opt;
+  std::string distribution;
+  bool v1 = false, quiet = false, no_flush = false;
+  std::vector<int64_t> size;
+
+  CLI::App app{"Runs the stages of the ConvTranspose2d -> pool -> log-sum-exp ladder on one problem,\n"
+               "checks them against the fp64 oracle, and times them against a streaming read of x.\n"
+               "Default: the KernelBench problem (batch 16, 64 -> 128 channels, 512x512, kernel 3)."};
+  app.add_flag("--kernelbench-v1", v1, "first published KernelBench sizes: batch 128, 3 -> 16, 32x32, randn x");
+  app.add_option("--batch", p.batch, "batch size N")->check(CLI::PositiveNumber);
+  app.add_option("--in-channels", p.in_channels, "in_channels");
+  app.add_option("--out-channels", p.out_channels, "out_channels");
+  app.add_option("--size", size, "input height and width (one value for square)")->expected(1, 2);
+  add_pair_option(app, "--kernel-size", p.kernel_size, "kernel_size");
+  add_pair_option(app, "--stride", p.stride, "stride");
+  add_pair_option(app, "--padding", p.padding, "padding");
+  add_pair_option(app, "--output-padding", p.output_padding, "output_padding");
+  add_pair_option(app, "--dilation", p.dilation, "dilation");
+  app.add_option("--groups", p.groups, "groups");
+  app.add_option("--scale", p.scale, "final multiplier (10 in KernelBench)");
+  app.add_option("--distribution", distribution, "x distribution: uniform (torch.rand), normal (torch.randn), structured")
+      ->check(CLI::IsMember({"uniform", "normal", "structured"}));
+  app.add_option("--seed", p.seed, "seed of the input generator");
+  app.add_option("--stages", opt.stage_ids, "stages to run, by number or name (default: all)")->delimiter(',');
+  app.add_option("--reps", opt.reps, "timed repetitions per stage (median reported)")->capture_default_str();
+  app.add_option("--warmup", opt.warmup, "untimed repetitions first")->capture_default_str();
+  app.add_flag("--no-flush-l2", no_flush, "do not flush L2 between repetitions (warm-cache numbers)");
+  app.add_flag("--force-cpu", opt.force_cpu, "run stage 00 even when its literal cost is large");
+  app.add_option("--cpu-max-macs", opt.cpu_max_macs, "stage 00 runs only below this many multiply-adds")
+      ->capture_default_str();
+  app.add_option("--json", opt.json_path, "write results as JSON to FILE");
+  app.add_option("--dump", opt.dump_dir, "write x, weight, conv_bias, bias, oracle and stage outputs as .npy to DIR");
+  app.add_option("--inputs", opt.inputs_dir, "read x, weight, conv_bias, bias (.npy, float32, C order) from DIR");
+  app.add_flag("-q,--quiet", quiet, "no progress output on stderr");
+  CLI11_PARSE(app, argc, argv);
+
+  if (v1) {
+    const ladder::Problem base = ladder::Problem::kernelbench_v1();
+    // The preset supplies sizes and distribution; explicit options given with it still win.
+    if (!app.count("--batch")) p.batch = base.batch;
+    if (!app.count("--in-channels")) p.in_channels = base.in_channels;
+    if (!app.count("--out-channels")) p.out_channels = base.out_channels;
+    if (size.empty()) p.in_h = base.in_h, p.in_w = base.in_w;
+    if (distribution.empty()) p.distribution = base.distribution;
+  }
+  if (!size.empty()) p.in_h = size[0], p.in_w = size.size() == 2 ? size[1] : size[0];
+  if (!distribution.empty()) p.distribution = ladder::distribution_from_string(distribution);
+  opt.flush_l2 = !no_flush;
+  opt.progress = !quiet;
+
+  try {
+    const ladder::LadderReport report = ladder::run_ladder(p, opt);
+    std::cout << ladder::format_table(report);
+    if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";
+    if (!opt.dump_dir.empty()) std::cout << "arrays written to " << opt.dump_dir << "/\n";
+    return report.all_passed() ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,208 @@
+#include "runner.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "device.hpp"
+#include "gpu_session.hpp"
+#include "npy.hpp"
+#include "oracle.hpp"
+
+namespace ladder {
+
+namespace {
+
+void note(const LadderOptions& o, const std::string& msg) {
+  if (o.progress) std::cerr << msg << std::endl;
+}
+
+std::vector<const StageDescriptor*> selected_stages(const LadderOptions& opt) {
+  const auto& all = registered_stages();
+  if (opt.stage_ids.empty()) return all;
+  std::vector<const StageDescriptor*> out;
+  for (const std::string& id : opt.stage_ids) {
+    const StageDescriptor* found = nullptr;
+    for (const StageDescriptor* s : all)
+      if (s->id == id || s->name == id || s->label() == id) found = s;
+    if (!found) {
+      std::string known;
+      for (const StageDescriptor* s : all) known += " " + s->id;
+      throw std::invalid_argument("unknown stage '" + id + "'; this program has:" + known);
+    }
+    out.push_back(found);
+  }
+  return out;
+}
+
+HostInputs load_inputs(const Problem& p, const std::string& dir) {
+  namespace fs = std::filesystem;
+  auto load = [&](const char* name, std::vector<int64_t> shape) {
+    return npy::load_f32_shaped((fs::path(dir) / (std::string(name) + ".npy")).string(), shape, name)
+        .data;
+  };
+  HostInputs in;
+  in.x = load("x", {p.batch, p.in_channels, p.in_h, p.in_w});
+  in.weight = load("weight", {p.in_channels, p.out_per_group(), p.kernel_size.h, p.kernel_size.w});
+  in.conv_bias = load("conv_bias", {p.out_channels});
+  in.bias = load("bias", {p.out_channels, 1, 1});
+  return in;
+}
+
+void dump_inputs(const Problem& p, const HostInputs& in, const Reference& ref, const std::string& dir) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  auto path = [&](const std::string& name) { return (fs::path(dir) / (name + ".npy")).string(); };
+  npy::save_f32(path("x"), {p.batch, p.in_channels, p.in_h, p.in_w}, in.x.data());
+  npy::save_f32(path("weight"), {p.in_channels, p.out_per_group(), p.kernel_size.h, p.kernel_size.w},
+                in.weight.data());
+  npy::save_f32(path("conv_bias"), {p.out_channels}, in.conv_bias.data());
+  npy::save_f32(path("bias"), {p.out_channels, 1, 1}, in.bias.data());
+  npy::save_f64(path("pooled_oracle"), {p.batch, p.out_channels}, ref.pooled.data());
+  npy::save_f64(path("y_oracle"), {p.batch, 1}, ref.y.data());
+}
+
+void dump_stage(const Problem& p, const StageReport& s, const std::string& dir) {
+  namespace fs = std::filesystem;
+  // fp32 stages wrote fp32 values; storing them as f32 keeps the files bit-exact.
+  std::vector<float> pooled(s.pooled.begin(), s.pooled.end()), y(s.y.begin(), s.y.end());
+  npy::save_f32((fs::path(dir) / ("pooled_" + s.id + ".npy")).string(), {p.batch, p.out_channels},
+                pooled.data());
+  npy::save_f32((fs::path(dir) / ("y_" + s.id + ".npy")).string(), {p.batch, 1}, y.data());
+}
+
+// A progress callback that rewrites one stderr line when stderr is a terminal.
+Progress progress_printer(const LadderOptions& opt, const std::string& label) {
+  if (!opt.progress) return {};
+  const bool tty = isatty(STDERR_FILENO);
+  return [tty, label](int done, int total) {
+    if (tty) {
+      std::fprintf(stderr, "\r  %s: repetition %d/%d", label.c_str(), done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (done == total || done % 10 == 0) {
+      std::fprintf(stderr, "  %s: repetition %d/%d\n", label.c_str(), done, total);
+    }
+  };
+}
+
+}  // namespace
+
+bool LadderReport::all_passed() const {
+  for (const StageReport& s : stages) {
+    if (!s.ran) {
+      if (!s.note.empty() && s.note.rfind("error", 0) == 0) return false;
+      continue;
+    }
+    if (!s.vs_oracle.pass() || (s.vs_previous && !s.vs_previous->pass())) return false;
+  }
+  return true;
+}
+
+LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
+  p.validate();
+  if (opt.reps < 1 || opt.warmup < 0)
+    throw std::invalid_argument("--reps must be >= 1 and --warmup >= 0, got " +
+                                std::to_string(opt.reps) + " and " + std::to_string(opt.warmup));
+  const std::vector<const StageDescriptor*> stages = selected_stages(opt);
+  LadderReport report;
+  report.problem = p;
+
+  note(opt, "problem: " + p.describe());
+  auto t0 = std::chrono::steady_clock::now();
+  const HostInputs in = opt.inputs_dir.empty() ? make_inputs(p) : load_inputs(p, opt.inputs_dir);
+  note(opt, std::string(opt.inputs_dir.empty() ? "generated" : "loaded") + " inputs (" +
+                format_bytes(4.0 * double(in.x.size())) + " of x)");
+
+  const Reference oracle = linearity_pipeline(p, in);
+  const Tolerance tol32 = fp32_tolerance(p, oracle);
+  const Tolerance tol64 = rounding_tolerance(p, oracle, kFp64UnitRoundoff);
+  note(opt, "oracle: linearity identity in fp64 (" +
+                std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) +
+                " s with input generation)");
+  if (!opt.dump_dir.empty()) dump_inputs(p, in, oracle, opt.dump_dir);
+
+  std::unique_ptr<GpuSession> gpu;
+  bool wants_gpu = false;
+  for (const StageDescriptor* s : stages) wants_gpu |= s->is_gpu();
+  if (wants_gpu) {
+    if (cuda_device_available(&report.gpu_skip_reason)) {
+      report.device = device_description();
+      note(opt, "device: " + report.device);
+      gpu = std::make_unique<GpuSession>(p, in);
+      report.floor_ms = gpu->time_streaming_read(opt.warmup, opt.reps, opt.flush_l2);
+    } else {
+      note(opt, "no CUDA device (" + report.gpu_skip_reason + "): GPU stages are skipped");
+    }
+  }
+
+  const StageReport* previous = nullptr;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const StageDescriptor& s = *stages[i];
+    StageReport r;
+    r.id = s.id;
+    r.name = s.name;
+    r.idea = s.idea;
+    r.gpu = s.is_gpu();
+    const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(stages.size()) +
+                              "] " + s.label();
+    const bool fp64 = !s.is_gpu();
+    try {
+      if (s.is_gpu() && !gpu) {
+        r.note = "skipped: no CUDA device (" + report.gpu_skip_reason + ")";
+      } else if (!s.is_gpu() && p.conv_macs() > opt.cpu_max_macs && !opt.force_cpu) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "skipped: literal cost %.3g multiply-adds exceeds --cpu-max-macs %.3g; "
+                      "pass --force-cpu to run it anyway (the oracle is the linearity identity)",
+                      p.conv_macs(), opt.cpu_max_macs);
+        r.note = buf;
+      } else if (!s.is_gpu()) {
+        note(opt, label + ": running on the CPU");
+        CpuStageResult c = s.run_cpu(p, in);
+        r.phase_ms = c.phase_ms;
+        for (auto& ph : c.phase_ms) r.total_ms += ph.second;
+        r.pooled = std::move(c.pooled);
+        r.y = std::move(c.y);
+        r.ran = true;
+      } else {
+        note(opt, label + ": " + std::to_string(opt.warmup) + " warm-up + " +
+                      std::to_string(opt.reps) + " timed repetitions");
+        GpuTiming t = gpu->time_stage(s, opt.warmup, opt.reps, opt.flush_l2, progress_printer(opt, label));
+        r.phase_ms = t.phase_ms;
+        r.total_ms = t.total_ms;
+        r.pooled = std::move(t.pooled);
+        r.y = std::move(t.y);
+        r.ran = true;
+      }
+    } catch (const std::exception& e) {
+      r.note = std::string("error: ") + e.what();
+      note(opt, label + ": " + r.note);
+    }
+    if (r.ran) {
+      r.vs_oracle = compare(r.pooled, r.y, oracle.pooled, oracle.y, fp64 ? tol64 : tol32, 2.0);
+      if (previous) {
+        // Each side is within its tolerance of the truth, so they differ by at most the sum.
+        const double factor = (previous->gpu ? 1.0 : 0.0) + (r.gpu ? 1.0 : 0.0);
+        r.vs_previous = compare(r.pooled, r.y, previous->pooled, previous->y, tol32,
+                                factor > 0 ? factor : 2.0);
+        r.previous_id = previous->id;
+      }
+      if (!opt.dump_dir.empty()) dump_stage(p, r, opt.dump_dir);
+    }
+    if (!r.ran && r.note.rfind("skipped", 0) == 0) note(opt, label + ": " + r.note);
+    report.stages.push_back(std::move(r));
+    if (report.stages.back().ran) previous = &report.stages.back();
+  }
+  if (!opt.json_path.empty()) write_json(report, opt.json_path);
+  return report;
+}
+
+}  // namespace ladder

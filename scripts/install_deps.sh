@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian/Ubuntu machine with the CUDA toolkit lacks to build the ladder:
+# CMake, GoogleTest, CLI11 and nlohmann_json. Does nothing for packages already present.
+set -euo pipefail
+
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v nvcc >/dev/null || { echo "error: nvcc not found: install the CUDA toolkit (12.x or 13.x) first" >&2; exit 1; }
+[ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+[ -f /usr/include/CLI/CLI.hpp ] || need+=(libcli11-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
+
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
+fi
+echo "build dependencies present"

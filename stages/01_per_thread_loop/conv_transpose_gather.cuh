@@ -1,0 +1,59 @@
+// The naive ConvTranspose2d kernel that stages 01-04 share: they differ only in how they reduce.
+#pragma once
+
+#include "conv_params.hpp"
+#include "cuda_check.hpp"
+#include "stage.hpp"
+
+namespace ladder {
+
+/// out[n,co,oh,ow] = cb[co] + sum_{ci in group(co), kh, kw} x[n,ci,ih,iw] * w[ci, co mod Cout/g, kh, kw]
+/// with ih = (oh + padding_h - kh*dilation_h) / stride_h when that division is exact and
+/// 0 <= ih < in_h (same for iw): the gather form (brief, section 3).
+/// One thread per output element; x (N,Cin,H,W), w (Cin,Cout/g,kH,kW), out (N,Cout,Hout,Wout),
+/// all NCHW fp32. Indices are 64-bit because the output can exceed 2^31 elements.
+__global__ void conv_transpose2d_gather(ConvParams p, const float* __restrict__ x,
+                                        const float* __restrict__ weight,
+                                        const float* __restrict__ conv_bias, float* __restrict__ out) {
+  const int64_t total = p.batch * p.out_channels * p.out_h * p.out_w;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= total) return;
+  const int64_t ow = idx % p.out_w;
+  const int64_t oh = (idx / p.out_w) % p.out_h;
+  const int64_t co = (idx / (p.out_w * p.out_h)) % p.out_channels;
+  const int64_t n = idx / (p.out_w * p.out_h * p.out_channels);
+  const int64_t group = co / p.out_per_group, co_in_group = co % p.out_per_group;
+
+  float acc = conv_bias[co];
+  for (int64_t ci = group * p.in_per_group; ci < (group + 1) * p.in_per_group; ++ci) {
+    const float* x_plane = x + (n * p.in_channels + ci) * p.in_h * p.in_w;
+    const float* w_taps = weight + (ci * p.out_per_group + co_in_group) * p.kernel_h * p.kernel_w;
+    for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
+      const int64_t ih_num = oh + p.padding_h - kh * p.dilation_h;
+      if (ih_num < 0 || ih_num % p.stride_h != 0) continue;
+      const int64_t ih = ih_num / p.stride_h;
+      if (ih >= p.in_h) continue;
+      for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
+        const int64_t iw_num = ow + p.padding_w - kw * p.dilation_w;
+        if (iw_num < 0 || iw_num % p.stride_w != 0) continue;
+        const int64_t iw = iw_num / p.stride_w;
+        if (iw >= p.in_w) continue;
+        acc = fmaf(x_plane[ih * p.in_w + iw], w_taps[kh * p.kernel_w + kw], acc);
+      }
+    }
+  }
+  out[idx] = acc;
+}
+
+/// Launches conv_transpose2d_gather over the whole output (256 threads a block) on `stream`.
+/// Throws std::runtime_error if the grid is too large, CudaError if the launch fails.
+inline void launch_conv_transpose2d_gather(const Problem& problem, const DeviceInputs& in,
+                                           float* out, cudaStream_t stream) {
+  constexpr int kBlock = 256;
+  const unsigned blocks = blocks_for(problem.out_elems(), kBlock, "conv_transpose2d_gather");
+  conv_transpose2d_gather<<<blocks, kBlock, 0, stream>>>(conv_params(problem), in.x, in.weight,
+                                                         in.conv_bias, out);
+  CUDA_CHECK_LAUNCH("conv_transpose2d_gather");
+}
+
+}  // namespace ladder
