@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 namespace ladder {
 
@@ -69,6 +70,12 @@ void Problem::validate() const {
     reject("output size (" + std::to_string(out_h()) + ", " + std::to_string(out_w()) +
            ") is not positive; padding " + pair_str(padding) + " is too large for the input");
   if (!(scale == scale)) reject("scale must not be NaN");
+  // Kernels index within a plane and a channel in 32 bits (only whole tensors need 64).
+  const int64_t limit = 2147483647;
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"in_channels", in_channels},
+                                {"out_channels", out_channels}, {"in_h * in_w", in_h * in_w},
+                                {"out_h * out_w", out_h() * out_w()}})
+    if (v > limit) reject(std::string(name) + " = " + std::to_string(v) + " exceeds 2^31 - 1");
 }
 
 int64_t Problem::out_h() const {
@@ -106,7 +113,7 @@ ProblemCost cost_of(const Problem& p) {
   const double pooled = f * double(p.pooled_elems());
   const double y = f * double(p.batch);
   ProblemCost c;
-  c.conv = {x + params, 2.0 * p.conv_macs() + double(p.out_elems())};
+  c.conv = {x + params + out, 2.0 * p.conv_macs()};
   c.pool = {out + pooled, double(p.out_elems())};
   c.epilogue = {pooled + f * double(p.out_channels) + y, 4.0 * double(p.pooled_elems())};
   c.fused = {x + params + y, c.conv.flops + c.pool.flops + c.epilogue.flops};

@@ -86,7 +86,7 @@ struct PhaseCost {
   double flops = 0;  ///< a multiply-add counts 2
 };
 struct ProblemCost {
-  PhaseCost conv;      ///< x, weight, conv_bias -> convT output (materialized)
+  PhaseCost conv;      ///< x, weight, conv_bias -> convT output (written out); flops = 2 * conv_macs()
   PhaseCost pool;      ///< convT output -> pooled
   PhaseCost epilogue;  ///< pooled, bias -> y
   PhaseCost fused;     ///< the whole pipeline with nothing materialized: x, weight, biases -> y

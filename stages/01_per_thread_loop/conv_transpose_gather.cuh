@@ -15,28 +15,30 @@ namespace ladder {
 __global__ void conv_transpose2d_gather(ConvParams p, const float* __restrict__ x,
                                         const float* __restrict__ weight,
                                         const float* __restrict__ conv_bias, float* __restrict__ out) {
-  const int64_t total = p.batch * p.out_channels * p.out_h * p.out_w;
+  const int64_t plane_size = int64_t(p.out_h) * p.out_w;
+  const int64_t total = p.batch * p.out_channels * plane_size;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= total) return;
-  const int64_t ow = idx % p.out_w;
-  const int64_t oh = (idx / p.out_w) % p.out_h;
-  const int64_t co = (idx / (p.out_w * p.out_h)) % p.out_channels;
-  const int64_t n = idx / (p.out_w * p.out_h * p.out_channels);
-  const int64_t group = co / p.out_per_group, co_in_group = co % p.out_per_group;
+  const int64_t plane = idx / plane_size;  // n * Cout + co
+  const int within = int(idx - plane * plane_size);
+  const int ow = within % p.out_w, oh = within / p.out_w;
+  const int co = int(plane % p.out_channels);
+  const int64_t n = plane / p.out_channels;
+  const int group = co / p.out_per_group, co_in_group = co % p.out_per_group;
 
   float acc = conv_bias[co];
-  for (int64_t ci = group * p.in_per_group; ci < (group + 1) * p.in_per_group; ++ci) {
+  for (int ci = group * p.in_per_group; ci < (group + 1) * p.in_per_group; ++ci) {
     const float* x_plane = x + (n * p.in_channels + ci) * p.in_h * p.in_w;
-    const float* w_taps = weight + (ci * p.out_per_group + co_in_group) * p.kernel_h * p.kernel_w;
-    for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
-      const int64_t ih_num = oh + p.padding_h - kh * p.dilation_h;
+    const float* w_taps = weight + (int64_t(ci) * p.out_per_group + co_in_group) * p.kernel_h * p.kernel_w;
+    for (int kh = 0; kh < p.kernel_h; ++kh) {
+      const int ih_num = oh + p.padding_h - kh * p.dilation_h;
       if (ih_num < 0 || ih_num % p.stride_h != 0) continue;
-      const int64_t ih = ih_num / p.stride_h;
+      const int ih = ih_num / p.stride_h;
       if (ih >= p.in_h) continue;
-      for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
-        const int64_t iw_num = ow + p.padding_w - kw * p.dilation_w;
+      for (int kw = 0; kw < p.kernel_w; ++kw) {
+        const int iw_num = ow + p.padding_w - kw * p.dilation_w;
         if (iw_num < 0 || iw_num % p.stride_w != 0) continue;
-        const int64_t iw = iw_num / p.stride_w;
+        const int iw = iw_num / p.stride_w;
         if (iw >= p.in_w) continue;
         acc = fmaf(x_plane[ih * p.in_w + iw], w_taps[kh * p.kernel_w + kw], acc);
       }
