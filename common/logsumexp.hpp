@@ -34,8 +34,8 @@ LADDER_HD inline T lse_shift(T max_value) {
 template <typename T>
 LADDER_HD inline void lse_push(T& max_value, T& sum, T z) {
   if (z > max_value) {  // a NaN z never takes this branch; it poisons the sum below instead
-    // While the max is -inf every term so far was exp(-inf) = 0: skip the rescale (0 * inf).
-    sum = max_value == T(-INFINITY) ? T(0) : sum * exp(lse_shift(max_value) - lse_shift(z));
+    // While the max is -inf the sum is exactly 0 (or NaN): keep it, a rescale could be 0 * inf.
+    if (max_value != T(-INFINITY)) sum = sum * exp(lse_shift(max_value) - lse_shift(z));
     max_value = z;
   }
   sum += exp(z - lse_shift(max_value));
@@ -45,10 +45,11 @@ LADDER_HD inline void lse_push(T& max_value, T& sum, T z) {
 template <typename T>
 LADDER_HD inline void lse_merge(T& max_a, T& sum_a, T max_b, T sum_b) {
   if (max_b > max_a) {
-    sum_a = (max_a == T(-INFINITY) ? T(0) : sum_a * exp(lse_shift(max_a) - lse_shift(max_b))) + sum_b;
+    // A side whose max is -inf has a sum of exactly 0 (or NaN): add it unscaled (no 0 * inf).
+    sum_a = (max_a == T(-INFINITY) ? sum_a : sum_a * exp(lse_shift(max_a) - lse_shift(max_b))) + sum_b;
     max_a = max_b;
   } else {
-    sum_a += max_b == T(-INFINITY) ? T(0) : sum_b * exp(lse_shift(max_b) - lse_shift(max_a));
+    sum_a += max_b == T(-INFINITY) ? sum_b : sum_b * exp(lse_shift(max_b) - lse_shift(max_a));
   }
 }
 

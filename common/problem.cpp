@@ -93,7 +93,7 @@ InputRange valid_input_range(int64_t in, int64_t out, int64_t stride, int64_t pa
   auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
   const int64_t lo = std::max<int64_t>(0, ceil_div(lo_num, stride));
   const int64_t hi = std::min<int64_t>(in, ceil_div(hi_num, stride));  // first ih out of range
-  return hi > lo ? InputRange{lo, hi} : InputRange{lo, lo};
+  return hi > lo ? InputRange{lo, hi} : InputRange{0, 0};  // empty: keep indices in [0, in]
 }
 
 double Problem::conv_macs() const {
@@ -108,7 +108,7 @@ double Problem::conv_macs() const {
 ProblemCost cost_of(const Problem& p) {
   const double f = 4.0;  // bytes per fp32
   const double x = f * double(p.x_elems());
-  const double params = f * double(p.weight_elems() + 2 * p.out_channels);
+  const double params = f * double(p.weight_elems() + p.out_channels);  // weight, conv_bias
   const double out = f * double(p.out_elems());
   const double pooled = f * double(p.pooled_elems());
   const double y = f * double(p.batch);
@@ -116,7 +116,7 @@ ProblemCost cost_of(const Problem& p) {
   c.conv = {x + params + out, 2.0 * p.conv_macs()};
   c.pool = {out + pooled, double(p.out_elems())};
   c.epilogue = {pooled + f * double(p.out_channels) + y, 4.0 * double(p.pooled_elems())};
-  c.fused = {x + params + y, c.conv.flops + c.pool.flops + c.epilogue.flops};
+  c.fused = {x + params + f * double(p.out_channels) + y, c.conv.flops + c.pool.flops + c.epilogue.flops};
   return c;
 }
 
