@@ -1,6 +1,7 @@
 #include "gpu_session.hpp"
 
 #include <algorithm>
+#include <cub/device/device_segmented_reduce.cuh>
 #include <stdexcept>
 
 namespace ladder {
@@ -22,6 +23,23 @@ __global__ void streaming_read_kernel(const float* __restrict__ x, int64_t n, fl
   if (blockIdx.x == 0)
     for (int64_t i = n4 * 4 + threadIdx.x; i < n; i += blockDim.x) acc += x[i];
   if (acc == 1.2345e-30f) sink[blockIdx.x] = acc;  // almost never true, but not provably false
+}
+
+/// Fills data[0..n) with values in [0, 1) from a hash of the index: realistic bits for timing.
+__global__ void fill_pseudo_random(float* data, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ uint32_t(i >> 32);
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    data[i] = float(h >> 8) * (1.0f / 16777216.0f);
+  }
+}
+
+/// Segment i of the flattened convT output starts at i * plane_size.
+__global__ void fill_segment_offsets(int64_t* offsets, int64_t segments, int64_t plane_size) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i <= segments) offsets[i] = i * plane_size;
 }
 
 /// Records one event per marked phase into a reusable pool.
@@ -118,6 +136,35 @@ double GpuSession::time_streaming_read(int warmup, int reps, bool flush) {
     marks.record();
     streaming_read_kernel<<<blocks, kBlock, 0, stream_>>>(x_.get(), int64_t(x_.size()), sink.get());
     CUDA_CHECK_LAUNCH("streaming_read_kernel");
+    marks.record();
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (r >= warmup) times.push_back(marks.elapsed(0, 1));
+  }
+  return median(times);
+}
+
+double GpuSession::time_cub_segmented_sum(int warmup, int reps, bool flush) {
+  const int64_t segments = problem_.pooled_elems(), plane = problem_.out_h() * problem_.out_w();
+  DeviceBuffer<float> data(size_t(problem_.out_elems()), "the CUB baseline's convT-sized input");
+  DeviceBuffer<float> sums(size_t(segments), "the CUB baseline's sums");
+  DeviceBuffer<int64_t> offsets(size_t(segments + 1), "the CUB baseline's segment offsets");
+  fill_pseudo_random<<<1024, 256, 0, stream_>>>(data.get(), int64_t(data.size()));
+  CUDA_CHECK_LAUNCH("fill_pseudo_random");
+  fill_segment_offsets<<<blocks_for(segments + 1, 256, "fill_segment_offsets"), 256, 0, stream_>>>(
+      offsets.get(), segments, plane);
+  CUDA_CHECK_LAUNCH("fill_segment_offsets");
+  size_t temp_bytes = 0;
+  CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(nullptr, temp_bytes, data.get(), sums.get(), segments,
+                                             offsets.get(), offsets.get() + 1, stream_));
+  DeviceBuffer<unsigned char> temp(temp_bytes, "the CUB baseline's temporary storage");
+  EventMarks marks(stream_);
+  std::vector<double> times;
+  for (int r = 0; r < warmup + reps; ++r) {
+    if (flush) flush_l2();
+    marks.start_rep();
+    marks.record();
+    CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(temp.get(), temp_bytes, data.get(), sums.get(), segments,
+                                               offsets.get(), offsets.get() + 1, stream_));
     marks.record();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (r >= warmup) times.push_back(marks.elapsed(0, 1));

@@ -36,6 +36,11 @@ class GpuSession {
   /// Median ms of a plain streaming read of x (16-byte loads, grid-stride loop): the floor.
   double time_streaming_read(int warmup, int reps, bool flush_l2);
 
+  /// Median ms of cub::DeviceSegmentedReduce::Sum over a (batch*out_channels, Hout*Wout) fp32
+  /// tensor the size of the convT output (filled with pseudo-random values, never zeros): the
+  /// library baseline for the pool phase. Throws DeviceMemoryError if the tensor does not fit.
+  double time_cub_segmented_sum(int warmup, int reps, bool flush_l2);
+
   /// Runs `stage` warmup + reps times and returns median phase and total times.
   GpuTiming time_stage(const StageDescriptor& stage, int warmup, int reps, bool flush_l2,
                        const Progress& progress = {});

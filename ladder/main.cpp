@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   app.add_option("--reps", opt.reps, "timed repetitions per stage (median reported)")->capture_default_str();
   app.add_option("--warmup", opt.warmup, "untimed repetitions first")->capture_default_str();
   app.add_flag("--no-flush-l2", no_flush, "do not flush L2 between repetitions (warm-cache numbers)");
+  bool no_cub = false;
+  app.add_flag("--no-cub", no_cub, "skip the CUB segmented-sum baseline for the pool phase");
   app.add_flag("--force-cpu", opt.force_cpu, "run stage 00 even when its literal cost is large");
   app.add_option("--cpu-max-macs", opt.cpu_max_macs, "stage 00 runs only below this many multiply-adds")
       ->capture_default_str();
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
   if (!distribution.empty()) p.distribution = ladder::distribution_from_string(distribution);
   opt.flush_l2 = !no_flush;
   opt.progress = !quiet;
+  opt.cub_baseline = !no_cub;
 
   try {
     const ladder::LadderReport report = ladder::run_ladder(p, opt);

@@ -52,6 +52,12 @@ std::string format_table(const LadderReport& r) {
                   cell("%.3f", r.floor_ms).c_str(), "1.00", "-", "-", "-", "");
     out << line;
   }
+  if (r.cub_pool_ms > 0) {
+    std::snprintf(line, sizeof line, head, "baseline: CUB seg. sum", "-", "-",
+                  cell("%.3f", r.cub_pool_ms).c_str(), cell("%.0f", cost.pool.bytes / r.cub_pool_ms / 1e6).c_str(),
+                  "-", "-", "-", "-", "-", "-", "(pool phase only)");
+    out << line;
+  }
   double prev_total = NAN;
   for (const StageReport& s : r.stages) {
     const std::string label = s.id + " " + s.name;
@@ -103,6 +109,8 @@ void write_json(const LadderReport& r, const std::string& path) {
   j["device"] = r.device;
   j["floor_ms"] = r.floor_ms;
   j["floor_gbps"] = r.floor_ms > 0 ? 4.0 * double(p.x_elems()) / r.floor_ms / 1e6 : 0.0;
+  j["cub_pool_ms"] = r.cub_pool_ms;
+  if (!r.cub_note.empty()) j["cub_note"] = r.cub_note;
   j["stages"] = json::array();
   for (const StageReport& s : r.stages) {
     json js{{"id", s.id}, {"name", s.name}, {"idea", s.idea}, {"gpu", s.gpu}, {"ran", s.ran}, {"note", s.note}};

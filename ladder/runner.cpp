@@ -138,6 +138,15 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
       note(opt, "device: " + report.device);
       gpu = std::make_unique<GpuSession>(p, in);
       report.floor_ms = gpu->time_streaming_read(opt.warmup, opt.reps, opt.flush_l2);
+      if (opt.cub_baseline) {
+        try {
+          note(opt, "baseline: cub::DeviceSegmentedReduce::Sum over a convT-sized tensor");
+          report.cub_pool_ms = gpu->time_cub_segmented_sum(opt.warmup, opt.reps, opt.flush_l2);
+        } catch (const DeviceMemoryError& e) {
+          report.cub_note = e.what();
+          note(opt, std::string("CUB baseline skipped: ") + e.what());
+        }
+      }
     } else {
       note(opt, "no CUDA device (" + report.gpu_skip_reason + "): GPU stages are skipped");
     }

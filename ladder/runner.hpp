@@ -24,6 +24,7 @@ struct LadderOptions {
   std::string dump_dir;            ///< write inputs, oracle and every stage's outputs here
   std::string json_path;           ///< write machine-readable results here
   bool progress = true;            ///< progress lines on stderr
+  bool cub_baseline = true;        ///< time CUB's segmented sum as the pool-phase baseline
 };
 
 struct StageReport {
@@ -44,6 +45,8 @@ struct LadderReport {
   std::string device;  ///< empty without a GPU
   std::string gpu_skip_reason;
   double floor_ms = 0;  ///< streaming read of x; 0 without a GPU
+  double cub_pool_ms = 0;  ///< cub::DeviceSegmentedReduce::Sum over a convT-sized tensor; 0 if not run
+  std::string cub_note;    ///< why the CUB baseline did not run
   std::vector<StageReport> stages;
   bool all_passed() const;
 };
