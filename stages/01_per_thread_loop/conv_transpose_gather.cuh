@@ -6,6 +6,9 @@
 #include "stage.hpp"
 
 namespace ladder {
+// Internal linkage: every stage that includes this header compiles its own copy of the kernel,
+// so the stage programs link alone and each stage's SASS is complete.
+namespace {
 
 /// out[n,co,oh,ow] = cb[co] + sum_{ci in group(co), kh, kw} x[n,ci,ih,iw] * w[ci, co mod Cout/g, kh, kw]
 /// with ih = (oh + padding_h - kh*dilation_h) / stride_h when that division is exact and
@@ -49,7 +52,7 @@ __global__ void conv_transpose2d_gather(ConvParams p, const float* __restrict__ 
 
 /// Launches conv_transpose2d_gather over the whole output (256 threads a block) on `stream`.
 /// Throws std::runtime_error if the grid is too large, CudaError if the launch fails.
-inline void launch_conv_transpose2d_gather(const Problem& problem, const DeviceInputs& in,
+void launch_conv_transpose2d_gather(const Problem& problem, const DeviceInputs& in,
                                            float* out, cudaStream_t stream) {
   constexpr int kBlock = 256;
   const unsigned blocks = blocks_for(problem.out_elems(), kBlock, "conv_transpose2d_gather");
@@ -58,4 +61,5 @@ inline void launch_conv_transpose2d_gather(const Problem& problem, const DeviceI
   CUDA_CHECK_LAUNCH("conv_transpose2d_gather");
 }
 
+}  // namespace
 }  // namespace ladder
