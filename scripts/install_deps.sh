@@ -17,4 +17,10 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
 fi
+# cuobjdump (for scripts/check_sass.sh): some CUDA images leave it out; NVIDIA ships it on PyPI.
+if ! command -v cuobjdump >/dev/null && [ ! -x /usr/local/cuda/bin/cuobjdump ] &&
+   ! python3 -m pip show -q nvidia-cuda-cuobjdump >/dev/null 2>&1; then
+  echo "installing cuobjdump and nvdisasm from PyPI"
+  python3 -m pip install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+fi
 echo "build dependencies present"

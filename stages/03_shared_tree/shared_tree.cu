@@ -1,0 +1,146 @@
+// Stage 03: block-level tree reduction in shared memory (Harris, "Optimizing Parallel Reduction
+// in CUDA"). The conv is stage 01's; only the pool changes:
+//  - conv:     one thread per convT output element (01_per_thread_loop/conv_transpose_gather.cuh);
+//  - pool:     each block reduces one chunk of one plane: every thread loads kLoadsPerThread
+//              elements and adds them as it loads (first add during load), the block halves
+//              its partial sums level by level in shared memory (sequential addressing, a
+//              barrier between levels), and thread 0 adds the block's sum into the plane's sum
+//              with one atomicAdd: one atomic per 2048 elements instead of one per element;
+//  - epilogue: unchanged from stage 01 (one thread per sample, two-pass log-sum-exp).
+#include <stdexcept>
+#include <string>
+
+#include "01_per_thread_loop/conv_transpose_gather.cuh"
+#include "logsumexp.hpp"
+
+namespace ladder {
+namespace {
+
+// ---- stage 03 kernels: begin ---------------------------------------------------------------
+
+constexpr int kBlock = 256;          // threads per block: a power of two, for the tree
+constexpr int kLoadsPerThread = 8;   // elements each thread loads and adds before the tree
+constexpr int kChunk = kBlock * kLoadsPerThread;  // elements one block reduces: 2048 (8 KiB)
+static_assert((kBlock & (kBlock - 1)) == 0, "the tree halves the block: kBlock must be 2^k");
+
+/// sums[plane] += sum of conv_out[plane, chunk*kChunk .. +kChunk) for every (plane, chunk).
+/// conv_out is (N, Cout, Hout, Wout) NCHW; plane = n*Cout + co has plane_size = Hout*Wout
+/// elements (< 2^31) and starts at plane*plane_size (64-bit). Grid: planes*chunks_per_plane
+/// blocks flattened into x (block b reduces chunk b % chunks_per_plane of plane
+/// b / chunks_per_plane), kBlock threads each; sums (one fp32 per plane) is zeroed before.
+/// Changed from stage 02: a block first reduces its chunk on chip, then makes one atomicAdd.
+///  - First add during load: thread t adds elements t, t+kBlock, ... (kLoadsPerThread of
+///    them, coalesced across the warp, all loads issued before the adds), so no thread idles
+///    at the first tree level and each block amortizes its tree over 8 KiB of reads.
+///  - Sequential addressing: at level s thread t < s adds sh[t + s]; the active threads are
+///    contiguous (whole warps retire, no divergence inside a warp) and a warp reads 32
+///    consecutive words (no shared-memory bank conflicts).
+///  - A __syncthreads() between levels: level s reads what level 2s wrote.
+///  - Shared memory holds one float per thread (sized by the block, never by the problem).
+__global__ void pool_shared_tree(const float* __restrict__ conv_out, int plane_size,
+                                 unsigned chunks_per_plane, float* __restrict__ sums) {
+  __shared__ float sh[kBlock];
+  const unsigned tid = threadIdx.x;
+  const unsigned plane = blockIdx.x / chunks_per_plane;
+  const unsigned chunk = blockIdx.x - plane * chunks_per_plane;
+  const float* src = conv_out + int64_t(plane) * plane_size;
+
+  // First add during load: all kLoadsPerThread loads are issued before the first add, so
+  // they are in flight together. Indices inside a plane fit in 32 bits; unsigned, because the
+  // last chunk's begin + kChunk may pass 2^31 - 1 when plane_size is close to it.
+  const unsigned begin = chunk * unsigned(kChunk) + tid;
+  const float* mine = src + begin;  // element k of this thread is mine[k * kBlock]
+  float loaded[kLoadsPerThread];
+#pragma unroll
+  for (int k = 0; k < kLoadsPerThread; ++k)
+    loaded[k] = begin + unsigned(k * kBlock) < unsigned(plane_size) ? mine[k * kBlock] : 0.0f;
+  float v = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kLoadsPerThread; ++k) v += loaded[k];
+  sh[tid] = v;
+  __syncthreads();
+
+  // Tree: log2(kBlock) levels, each halving the active threads; a barrier between levels.
+  for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+  if (tid == 0) atomicAdd(&sums[plane], sh[0]);  // one atomic per block
+}
+
+/// pooled[i] = sums[i] / plane_size for the `planes` = N*Cout plane sums; one thread per plane.
+/// Unchanged from stage 02.
+__global__ void divide_by_plane_size(const float* __restrict__ sums, int64_t planes,
+                                     int64_t plane_size, float* __restrict__ pooled) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= planes) return;
+  pooled[i] = sums[i] / float(plane_size);
+}
+
+/// y[n] = scale * logsumexp_co(pooled[n, co] + bias[co]); one thread per sample, two passes:
+/// the max first, so exp never overflows (torch.logsumexp's inf/NaN rules via lse_shift).
+/// Unchanged from stage 01.
+__global__ void bias_logsumexp_per_thread(const float* __restrict__ pooled,
+                                          const float* __restrict__ bias, int64_t batch,
+                                          int64_t channels, float scale, float* __restrict__ y) {
+  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= batch) return;
+  const float* z = pooled + n * channels;
+  float max_z = -INFINITY;
+  for (int64_t c = 0; c < channels; ++c) max_z = fmaxf(max_z, z[c] + bias[c]);
+  const float shift = lse_shift(max_z);
+  float sum = 0.0f;  // a NaN z makes this NaN even though fmaxf skipped it
+  for (int64_t c = 0; c < channels; ++c) sum += expf(z[c] + bias[c] - shift);
+  y[n] = scale * (logf(sum) + shift);
+}
+
+// ---- stage 03 kernels: end -----------------------------------------------------------------
+
+// Workspace: the convT output, then (256-byte aligned) one fp32 sum per (n, co) plane.
+size_t sums_offset(const Problem& p) { return (size_t(p.out_elems()) * sizeof(float) + 255) / 256 * 256; }
+size_t workspace_bytes(const Problem& p) { return sums_offset(p) + size_t(p.pooled_elems()) * sizeof(float); }
+
+void run(const GpuStageArgs& a) {
+  const Problem& p = a.problem;
+  float* conv_out = static_cast<float*>(a.workspace);
+  float* sums = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + sums_offset(p));
+  const int64_t planes = p.pooled_elems(), plane_size = p.out_h() * p.out_w();
+  constexpr int kSmallBlock = 256;  // the one-thread-per-item kernels
+
+  a.marks.begin(Phase::Conv);
+  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
+
+  a.marks.begin(Phase::Pool);
+  // At the KernelBench size: 2048 planes x 130 chunks = 266240 blocks, ~250 waves of the
+  // 1056 blocks (8 per SM) an H100/H200 holds at once: plenty to hide the tail of the grid.
+  const int64_t chunks_per_plane = (plane_size + kChunk - 1) / kChunk;
+  const int64_t blocks = planes * chunks_per_plane;
+  if (blocks > 2147483647LL)
+    throw std::runtime_error("launch configuration of pool_shared_tree: " + std::to_string(planes) +
+                             " planes x " + std::to_string(chunks_per_plane) +
+                             " chunks exceed CUDA's grid limit of 2^31 - 1 blocks");
+  CUDA_CHECK(cudaMemsetAsync(sums, 0, size_t(planes) * sizeof(float), a.stream));  // every run
+  pool_shared_tree<<<unsigned(blocks), kBlock, 0, a.stream>>>(conv_out, int(plane_size),
+                                                             unsigned(chunks_per_plane), sums);
+  CUDA_CHECK_LAUNCH("pool_shared_tree");
+  divide_by_plane_size<<<blocks_for(planes, kSmallBlock, "divide_by_plane_size"), kSmallBlock, 0,
+                         a.stream>>>(sums, planes, plane_size, a.pooled);
+  CUDA_CHECK_LAUNCH("divide_by_plane_size");
+
+  a.marks.begin(Phase::Epilogue);
+  bias_logsumexp_per_thread<<<blocks_for(p.batch, kSmallBlock, "bias_logsumexp_per_thread"),
+                              kSmallBlock, 0, a.stream>>>(a.pooled, a.in.bias, p.batch,
+                                                          p.out_channels, float(p.scale), a.y);
+  CUDA_CHECK_LAUNCH("bias_logsumexp_per_thread");
+}
+
+}  // namespace
+
+const StageDescriptor& stage_03_descriptor() {
+  static const StageDescriptor d{"03", "shared_tree",
+                                 "block tree reduction in shared memory, one atomicAdd per block",
+                                 nullptr, workspace_bytes, run};
+  return d;
+}
+
+}  // namespace ladder
