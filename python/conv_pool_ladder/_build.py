@@ -1,0 +1,327 @@
+"""Finds the stage folders and JIT-builds the binding with torch.utils.cpp_extension.load.
+
+What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmake):
+  - csrc/binding.cpp (this package's only C++),
+  - common/*.cpp (problem model, CUDA checks, ...),
+  - every GPU stage folder stages/NN_name/ (one that holds a .cu file; stage 00, the CPU
+    reference, has none and is left out): its .cu and .cpp files,
+  - a generated registry, registry.cpp, defining ladder::registered_stages() over
+    stage_NN_descriptor() for the stages built, as cmake/Stages.cmake writes it.
+Flags: -O3, -std=c++17 (c++20 from torch 2.12 on, whose headers need it; LADDER_CXX_STD overrides),
+code for the local GPU's architecture only (torch.cuda.get_device_capability, sm_90 where none
+is visible; LADDER_CUDA_ARCH=90a overrides), include dirs common/ and stages/. The architecture
+goes through TORCH_CUDA_ARCH_LIST (set for the build only): cpp_extension adds -gencode flags of
+its own for every visible GPU whatever extra_cuda_cflags say, so an -arch flag there would
+only be a second, possibly conflicting, target. "9.0" becomes -gencode=arch=compute_90,code=sm_90.
+
+cpp_extension names object files after the sources' base names, so two stages with a
+kernels.cu each would collide: every project source is compiled through a one-line wrapper
+(#include "<absolute path>") with a unique name in the build directory. Dependencies on the
+real files and their headers are still tracked (ninja depfiles), so editing a stage rebuilds it.
+
+The C++ compiler must link libstdc++ dynamically, as PyTorch does: a static copy inside the
+extension is a second libstdc++ in the process, and formatting a number into an error message
+then crashes (locale facets indexed by the other copy's ids; seen with the GPU image's
+CXX=/opt/gcc/bin/g++, which links libstdc++ statically). load_extension probes the compiler
+cpp_extension would use (CXX, else c++) with a one-line shared library and, when its libstdc++
+is static, builds with the first c++/g++ on PATH that links it dynamically (CXX and CC set for
+the build only; LADDER_TORCH_CXX / LADDER_TORCH_CC force a choice).
+
+Nothing here imports torch until load_extension() is called, so the discovery and the
+registry text can be checked on a machine without PyTorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CSRC = Path(__file__).resolve().parent / "csrc"
+
+_STAGE_DIR_RE = re.compile(r"^(\d\d)_[A-Za-z0-9_]+$")
+
+
+@dataclass(frozen=True)
+class StageFolder:
+    id: str  # "06"
+    folder: str  # "06_pool_before_conv"
+    path: Path
+    sources: tuple  # the folder's .cu and .cpp files, sorted
+
+    @property
+    def is_gpu(self) -> bool:
+        return any(s.suffix == ".cu" for s in self.sources)
+
+
+def stage_folders(root: Path = REPO_ROOT) -> list:
+    """Every stages/NN_name/ folder with sources, in ladder order (as CMake globs them)."""
+    out = []
+    for d in sorted((root / "stages").glob("[0-9][0-9]_*")):
+        m = _STAGE_DIR_RE.match(d.name)
+        if not d.is_dir() or not m:
+            continue
+        sources = tuple(sorted(p for p in d.iterdir() if p.suffix in (".cu", ".cpp") and p.is_file()))
+        if sources:
+            out.append(StageFolder(m.group(1), d.name, d, sources))
+    return out
+
+
+def gpu_stages(root: Path = REPO_ROOT) -> list:
+    return [s for s in stage_folders(root) if s.is_gpu]
+
+
+def normalize_stage_id(stage) -> str:
+    """6, "6", "06" or "06_pool_before_conv" -> "06"."""
+    s = str(stage).strip()
+    m = re.match(r"^(\d{1,2})(_.*)?$", s)
+    if not m:
+        raise ValueError(f"stage must be a number or a folder name like 06_pool_before_conv, got {stage!r}")
+    return f"{int(m.group(1)):02d}"
+
+
+def select_stages(requested=None, root: Path = REPO_ROOT) -> list:
+    """The GPU stage folders to build: all of them, or those requested (ids or names).
+    A requested stage that has no folder (or is a CPU stage) raises ValueError."""
+    available = {s.id: s for s in gpu_stages(root)}
+    if requested is None:
+        return list(available.values())
+    ids = sorted({normalize_stage_id(r) for r in requested})
+    missing = [i for i in ids if i not in available]
+    if missing:
+        raise ValueError(
+            f"no GPU stage folder for {', '.join(missing)} under {root / 'stages'} "
+            f"(GPU stages there: {', '.join(available) or 'none'})"
+        )
+    return [available[i] for i in ids]
+
+
+def registry_source(ids) -> str:
+    """The registry cmake/Stages.cmake generates (ladder_write_registry), for these stage ids."""
+    decls = "".join(f"const StageDescriptor& stage_{i}_descriptor();\n" for i in ids)
+    entries = "".join(f"      &stage_{i}_descriptor(),\n" for i in ids)
+    return (
+        "// Generated by python/conv_pool_ladder/_build.py, as cmake/Stages.cmake does. Do not edit.\n"
+        '#include "stage.hpp"\n'
+        "\n"
+        "namespace ladder {\n"
+        f"{decls}\n"
+        "const std::vector<const StageDescriptor*>& registered_stages() {\n"
+        "  static const std::vector<const StageDescriptor*> stages{\n"
+        f"{entries}  }};\n"
+        "  return stages;\n"
+        "}\n"
+        "\n"
+        "}  // namespace ladder\n"
+    )
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Leaves an unchanged file alone so that ninja does not rebuild it."""
+    if path.exists() and path.read_text() == text:
+        return
+    path.write_text(text)
+
+
+def extension_name(stages) -> str:
+    """One module (and build folder) per stage set: conv_pool_ladder_s01_04_06."""
+    return "conv_pool_ladder_s" + "_".join(s.id for s in stages) if stages else "conv_pool_ladder_none"
+
+
+def default_build_root() -> Path:
+    """Under the temp dir (writable everywhere, /tmp on Linux), per user and per checkout."""
+    env = os.environ.get("LADDER_TORCH_BUILD_DIR")
+    if env:
+        return Path(env)
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in some containers
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    checkout = hashlib.sha1(str(REPO_ROOT).encode()).hexdigest()[:8]
+    return Path(tempfile.gettempdir()) / f"conv_pool_ladder_ext_{user}" / checkout
+
+
+def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT) -> list:
+    """Writes the registry and one #include wrapper per project source; returns the sources
+    to compile (binding first)."""
+    src_dir = build_dir / "src"
+    src_dir.mkdir(parents=True, exist_ok=True)
+    sources = [str(CSRC / "binding.cpp")]
+
+    def wrap(prefix: str, path: Path) -> None:
+        wrapper = src_dir / f"{prefix}__{path.stem}{path.suffix}"
+        _write_if_changed(wrapper, f'// Wrapper: compiles {path} under a unique object name.\n#include "{path}"\n')
+        sources.append(str(wrapper))
+
+    for p in sorted((root / "common").glob("*.cpp")):
+        wrap("common", p)
+    for s in stages:
+        for p in s.sources:
+            wrap(f"stage{s.id}", p)
+    registry = src_dir / "registry.cpp"
+    _write_if_changed(registry, registry_source([s.id for s in stages]))
+    sources.append(str(registry))
+    return sources
+
+
+def _torch_version_tuple(torch) -> tuple:
+    m = re.match(r"^(\d+)\.(\d+)", torch.__version__)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def cxx_standard(torch) -> str:
+    """c++17 as CMake builds the project; torch 2.12 and later need C++20 in their headers."""
+    env = os.environ.get("LADDER_CXX_STD")
+    if env:
+        return env
+    return "c++20" if _torch_version_tuple(torch) >= (2, 12) else "c++17"
+
+
+def cuda_arch(torch) -> str:
+    """"90" for sm_90: the local GPU's, else Hopper (as CMakeLists.txt does)."""
+    env = os.environ.get("LADDER_CUDA_ARCH")
+    if env:
+        return env
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}{minor}"
+    return "90"
+
+
+def torch_arch_list(arch: str) -> str:
+    """"90" -> "9.0", "90a" -> "9.0a", "100" -> "10.0": TORCH_CUDA_ARCH_LIST's spelling."""
+    m = re.match(r"^(?:sm_)?(\d+)(\d)([a-z]?)$", arch)
+    if not m:
+        raise ValueError(f"LADDER_CUDA_ARCH must look like 90 or 90a, got {arch!r}")
+    return f"{m.group(1)}.{m.group(2)}{m.group(3)}"
+
+
+_PROBE_SOURCE = (
+    "#include <sstream>\n#include <string>\n"
+    "std::string ladder_probe(long v) { std::ostringstream s; s << v; return s.str(); }\n"
+)
+
+
+def _needs_shared_libstdcxx(library: Path):
+    """Whether a shared library lists libstdc++ among its NEEDED entries (readelf, else a scan)."""
+    readelf = shutil.which("readelf")
+    if readelf:
+        r = subprocess.run([readelf, "-d", str(library)], capture_output=True, text=True)
+        if r.returncode == 0:
+            return any("NEEDED" in line and "libstdc++" in line for line in r.stdout.splitlines())
+    return b"libstdc++.so" in library.read_bytes()
+
+
+def links_shared_libstdcxx(cxx: str, workdir: Path):
+    """True if `cxx` links a shared library against the shared libstdc++, False if it links
+    libstdc++ statically, None if the probe could not be built."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    src = workdir / "libstdcxx_probe.cpp"
+    _write_if_changed(src, _PROBE_SOURCE)
+    out = workdir / f"libstdcxx_probe_{hashlib.sha1(cxx.encode()).hexdigest()[:8]}.so"
+    try:
+        r = subprocess.run(shlex.split(cxx) + ["-shared", "-fPIC", str(src), "-o", str(out)],
+                           capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    return _needs_shared_libstdcxx(out)
+
+
+def build_compilers(workdir: Path):
+    """{"CXX": ..., "CC": ...} to set for the build, or {} to keep the environment's."""
+    forced = os.environ.get("LADDER_TORCH_CXX")
+    if forced:
+        return {"CXX": forced, "CC": os.environ.get("LADDER_TORCH_CC") or os.environ.get("CC")}
+    cxx = os.environ.get("CXX", "c++")
+    if links_shared_libstdcxx(cxx, workdir) is not False:
+        return {}
+    current = shutil.which(shlex.split(cxx)[0]) or cxx
+    for candidate in ("c++", "g++", "/usr/bin/c++", "/usr/bin/g++"):
+        path = shutil.which(candidate)
+        if not path or os.path.realpath(path) == os.path.realpath(current):
+            continue
+        if links_shared_libstdcxx(path, workdir):
+            folder = Path(path).parent
+            cc = next((str(folder / c) for c in ("gcc", "cc") if (folder / c).exists()), None)
+            print(f"[conv_pool_ladder] {cxx} (CXX) links libstdc++ statically, which breaks PyTorch "
+                  f"extensions; building with {path} (CC {cc}) instead", file=sys.stderr)
+            return {"CXX": path, "CC": cc}
+    raise RuntimeError(
+        f"{cxx} (CXX) links libstdc++ statically into shared libraries, so an extension built with it "
+        "carries a second libstdc++ and crashes; no other c++/g++ on PATH links it dynamically. "
+        "Set LADDER_TORCH_CXX (and LADDER_TORCH_CC) to compilers that do.")
+
+
+@contextlib.contextmanager
+def _environment(**values):
+    """Sets (or, for None, unsets) environment variables for the duration of the block."""
+    saved = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+_LOADED = {}
+
+
+def load_extension(stages=None, verbose: bool = False, build_dir=None):
+    """Builds (if needed) and imports the binding for the given GPU stages (default: all).
+
+    The first build of a stage set takes a minute or so (nvcc on every source); later calls
+    in new processes only re-run ninja, which rebuilds what changed. The build folder is
+    default_build_root()/<module name> unless build_dir is given.
+    """
+    selected = select_stages(stages)
+    name = extension_name(selected)
+    if name in _LOADED:
+        return _LOADED[name]
+
+    import torch
+    from torch.utils import cpp_extension
+
+    build = Path(build_dir) if build_dir else default_build_root() / name
+    build.mkdir(parents=True, exist_ok=True)
+    sources = wrapper_sources(selected, build)
+    std = cxx_standard(torch)
+    arch = cuda_arch(torch)
+    includes = [str(REPO_ROOT / "common"), str(REPO_ROOT / "stages")]
+    if verbose:
+        print(f"[conv_pool_ladder] building {name} in {build}: std={std}, sm_{arch}, "
+              f"stages {[s.folder for s in selected]}", file=sys.stderr)
+    env = {"TORCH_CUDA_ARCH_LIST": torch_arch_list(arch), **build_compilers(build / "probe")}
+    with _environment(**env):
+        module = cpp_extension.load(
+            name=name,
+            sources=sources,
+            extra_include_paths=includes,
+            extra_cflags=["-O3", f"-std={std}", "-fopenmp"],
+            extra_cuda_cflags=["-O3", f"-std={std}", "-lineinfo"],
+            extra_ldflags=["-fopenmp"],
+            build_directory=str(build),
+            with_cuda=True,
+            verbose=verbose,
+        )
+    _LOADED[name] = module
+    return module
