@@ -31,6 +31,25 @@ std::string device_description() {
   return std::string(prop.name) + buf;
 }
 
+double fp32_peak_tflops(std::string* formula) {
+  int dev = 0, sms = 0, khz = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  const bool half_width = (major == 6 && minor == 0) || major == 7 || (major == 8 && minor == 0);
+  const int lanes = half_width ? 64 : 128;
+  const double tflops = double(sms) * lanes * (double(khz) * 1e3) * 2.0 / 1e12;
+  if (formula) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%d SMs x %d FP32 lanes x %.2f GHz x 2 = %.1f TFLOP/s", sms, lanes,
+                  double(khz) / 1e6, tflops);
+    *formula = buf;
+  }
+  return tflops;
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB"};
   int i = 0;

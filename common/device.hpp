@@ -18,6 +18,11 @@ bool cuda_device_available(std::string* why = nullptr);
 /// "NVIDIA H100 80GB HBM3, 132 SMs, 50 MiB L2, 79.1 GiB, sm_90".
 std::string device_description();
 
+/// FP32 FMA peak of the current device in TFLOP/s: SMs x FP32 lanes per SM x max SM clock x 2
+/// (an FMA is two flops). Lanes per SM from NVIDIA's architecture whitepapers: 64 on sm_60, sm_70,
+/// sm_75 and sm_80; 128 on sm_61, sm_86, sm_89, sm_90 and newer. `formula` receives the numbers used.
+double fp32_peak_tflops(std::string* formula = nullptr);
+
 /// Thrown when an allocation does not fit: names what it was for, bytes needed and free.
 class DeviceMemoryError : public std::runtime_error {
   using std::runtime_error::runtime_error;

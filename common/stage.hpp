@@ -64,6 +64,9 @@ struct StageDescriptor {
   /// and throws CudaError or std::runtime_error on a bad launch configuration.
   size_t (*workspace_bytes)(const Problem&) = nullptr;
   void (*run_gpu)(const GpuStageArgs&) = nullptr;
+  /// False for stages that never perform the convT arithmetic (stage 06): the ladder then does
+  /// not quote convT TFLOP/s for them.
+  bool computes_conv = true;
 
   bool is_gpu() const { return run_gpu != nullptr; }
   std::string label() const { return id + " " + name; }

@@ -39,10 +39,11 @@ std::string format_table(const LadderReport& r) {
   out << "floors:  conv " << cell("%.3g", cost.conv.flops) << " flop; pool reads "
       << cell("%.3g", cost.pool.bytes) << " B; fused minimum reads " << cell("%.3g", cost.fused.bytes)
       << " B\n";
+  if (r.fp32_peak_tflops > 0) out << "peak:    FP32 FMA " << r.fp32_peak_formula << "\n";
   out << "oracle:  linearity identity in fp64; tolerances derived in common/tolerance.hpp\n\n";
 
   char line[512];
-  const char* head = "%-22s %10s %9s %10s %9s %9s %10s %9s %8s %10s %10s  %s\n";
+  const char* head = "%-22s %10s %12s %10s %9s %9s %10s %9s %8s %10s %10s  %s\n";
   std::snprintf(line, sizeof line, head, "stage", "conv ms", "TFLOP/s", "pool ms", "GB/s", "epi ms",
                 "total ms", "x floor", "speedup", "err pooled", "err y", "check");
   out << line;
@@ -66,10 +67,15 @@ std::string format_table(const LadderReport& r) {
       continue;
     }
     const double conv = phase_time(s, Phase::Conv), pool = phase_time(s, Phase::Pool);
+    // Throughput of the convolution's arithmetic: its own phase, or the whole fused launch.
+    const double conv_like = std::isfinite(conv) ? conv : phase_time(s, Phase::Fused);
+    std::string tflops = s.computes_conv ? cell("%.2f", cost.conv.flops / conv_like / 1e9) : "-";
+    if (s.computes_conv && s.gpu && r.fp32_peak_tflops > 0 && std::isfinite(conv_like))
+      tflops += cell(" (%.0f%%)", 100.0 * cost.conv.flops / conv_like / 1e9 / r.fp32_peak_tflops);
     std::string check = "oracle " + std::string(s.vs_oracle.pass() ? "PASS" : "FAIL");
     if (s.vs_previous) check += ", vs " + s.previous_id + " " + (s.vs_previous->pass() ? "PASS" : "FAIL");
-    std::snprintf(line, sizeof line, head, label.c_str(), cell("%.3f", conv).c_str(),
-                  cell("%.2f", cost.conv.flops / conv / 1e9).c_str(), cell("%.3f", pool).c_str(),
+    std::snprintf(line, sizeof line, head, label.c_str(), cell("%.3f", conv_like).c_str(),
+                  tflops.c_str(), cell("%.3f", pool).c_str(),
                   cell("%.0f", cost.pool.bytes / pool / 1e6).c_str(),
                   cell("%.3f", phase_time(s, Phase::Epilogue)).c_str(), cell("%.3f", s.total_ms).c_str(),
                   cell("%.1f", r.floor_ms > 0 && s.gpu ? s.total_ms / r.floor_ms : NAN).c_str(),
@@ -82,8 +88,9 @@ std::string format_table(const LadderReport& r) {
       out << "    vs " << s.previous_id << ": " << s.vs_previous->summary() << "\n";
     prev_total = s.total_ms;
   }
-  out << "\ntimes: median of repetitions (CUDA events, L2 flushed before each); x floor = total / "
-         "streaming read of x; speedup = previous stage's total / this total\n";
+  out << "\ntimes: median of repetitions (CUDA events, L2 flushed before each); fused stages show their "
+         "whole launch under conv ms; TFLOP/s = convT flops / that time (% of the FP32 FMA peak);\n"
+         "x floor = total / streaming read of x; speedup = previous stage's total / this total\n";
   return out.str();
 }
 
@@ -108,12 +115,15 @@ void write_json(const LadderReport& r, const std::string& path) {
                {"epilogue", phase_cost(c.epilogue)}, {"fused", phase_cost(c.fused)}};
   j["device"] = r.device;
   j["floor_ms"] = r.floor_ms;
+  j["fp32_peak_tflops"] = r.fp32_peak_tflops;
+  j["fp32_peak_formula"] = r.fp32_peak_formula;
   j["floor_gbps"] = r.floor_ms > 0 ? 4.0 * double(p.x_elems()) / r.floor_ms / 1e6 : 0.0;
   j["cub_pool_ms"] = r.cub_pool_ms;
   if (!r.cub_note.empty()) j["cub_note"] = r.cub_note;
   j["stages"] = json::array();
   for (const StageReport& s : r.stages) {
-    json js{{"id", s.id}, {"name", s.name}, {"idea", s.idea}, {"gpu", s.gpu}, {"ran", s.ran}, {"note", s.note}};
+    json js{{"id", s.id},   {"name", s.name}, {"idea", s.idea},
+            {"gpu", s.gpu}, {"ran", s.ran},   {"note", s.note}, {"computes_conv", s.computes_conv}};
     if (s.ran) {
       json phases = json::array();
       for (const auto& [ph, ms] : s.phase_ms) phases.push_back({{"phase", to_string(ph)}, {"ms", ms}});

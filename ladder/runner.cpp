@@ -135,6 +135,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   if (wants_gpu) {
     if (cuda_device_available(&report.gpu_skip_reason)) {
       report.device = device_description();
+      report.fp32_peak_tflops = fp32_peak_tflops(&report.fp32_peak_formula);
       note(opt, "device: " + report.device);
       gpu = std::make_unique<GpuSession>(p, in);
       report.floor_ms = gpu->time_streaming_read(opt.warmup, opt.reps, opt.flush_l2);
@@ -160,6 +161,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     r.name = s.name;
     r.idea = s.idea;
     r.gpu = s.is_gpu();
+    r.computes_conv = s.computes_conv;
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(stages.size()) +
                               "] " + s.label();
     const bool fp64 = !s.is_gpu();

@@ -30,6 +30,7 @@ struct LadderOptions {
 struct StageReport {
   std::string id, name, idea;
   bool gpu = false;
+  bool computes_conv = true;  ///< see StageDescriptor::computes_conv
   bool ran = false;
   std::string note;  ///< why it was skipped, or the error that stopped it
   std::vector<std::pair<Phase, double>> phase_ms;
@@ -45,6 +46,8 @@ struct LadderReport {
   std::string device;  ///< empty without a GPU
   std::string gpu_skip_reason;
   double floor_ms = 0;  ///< streaming read of x; 0 without a GPU
+  double fp32_peak_tflops = 0;  ///< FP32 FMA peak of the device (device.hpp)
+  std::string fp32_peak_formula;
   double cub_pool_ms = 0;  ///< cub::DeviceSegmentedReduce::Sum over a convT-sized tensor; 0 if not run
   std::string cub_note;    ///< why the CUB baseline did not run
   std::vector<StageReport> stages;

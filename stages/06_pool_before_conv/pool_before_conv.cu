@@ -411,7 +411,7 @@ void run(const GpuStageArgs& a) {
 const StageDescriptor& stage_06_descriptor() {
   static const StageDescriptor d{"06", "pool_before_conv",
                                  "linearity: pool x first (border strips), tiny contraction, one launch",
-                                 nullptr, workspace_bytes, run};
+                                 nullptr, workspace_bytes, run, /*computes_conv=*/false};
   return d;
 }
 

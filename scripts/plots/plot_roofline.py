@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Achieved throughput against a roofline, and achieved bandwidth against the measured floor.
+
+    python3 scripts/plots/plot_roofline.py [--results DIR] [--out DIR]  # -> docs/img/roofline_<gpu>.png
+
+Left: the roofline. x = arithmetic intensity (flop per byte that must move) from the JSON's "cost"
+fields; y = achieved TFLOP/s. The sloped roof is the bandwidth of the streaming read of x measured
+in the same run (floor_gbps); the flat roof is the FP32 FMA peak, SMs x 128 lanes x boost clock x 2
+(ladder_results.BOOST_CLOCK_GHZ; LADDER_PEAK_TFLOPS overrides it). Points: each stage's conv and
+pool phases, and fused stages that do the convolution's arithmetic.
+Right: GB/s of the memory-bound work (pool phases, the CUB baseline, fused stages that skip the
+convolution's arithmetic) against the floor's GB/s.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402
+import ladder_results as lr  # noqa: E402
+
+MARKERS = {"conv": "o", "pool": "s", "fused": "D"}
+
+
+def roofline_points(run: lr.LadderRun):
+    """[(stage, phase, intensity flop/B, TFLOP/s)] for the left panel."""
+    pts = []
+    for s in run.ran_stages():
+        if not s.gpu:
+            continue
+        for ph in ("conv", "pool"):
+            f, b, ms = run.cost(ph, "flops"), run.cost(ph, "bytes"), s.ms(ph)
+            if f and b and ms:
+                pts.append((s, ph, f / b, f / ms / 1e9))
+        tf = run.fused_tflops(s)
+        f, b = run.cost("fused", "flops"), run.cost("fused", "bytes")
+        if tf and f and b:
+            pts.append((s, "fused", f / b, tf))
+    return pts
+
+
+def bandwidth_bars(run: lr.LadderRun):
+    """[(label, GB/s, colour)] for the right panel."""
+    bars = []
+    if run.floor_gbps:
+        bars.append(("floor: stream-read x", run.floor_gbps, c.FLOOR_COLOR))
+    if run.cub_gbps():
+        bars.append(("CUB segmented sum (pool)", run.cub_gbps(), "0.5"))
+    for s in run.ran_stages():
+        if not s.gpu:
+            continue
+        if run.pool_gbps(s):
+            bars.append((f"{s.id} pool phase", run.pool_gbps(s), c.PHASE_COLORS["pool"]))
+        elif run.fused_kind(s) == "memory" and run.fused_gbps(s):
+            bars.append((f"{s.id} fused (x read once)", run.fused_gbps(s), c.PHASE_COLORS["fused"]))
+    return bars
+
+
+def draw(run: lr.LadderRun):
+    import numpy as np
+
+    fig, (ax, bx) = c.new_figure(11.0, 4.8, ncols=2)
+    peak, peak_how = run.fp32_peak_tflops()
+    bw = run.floor_gbps
+    pts = roofline_points(run)
+    ai = np.logspace(-2, 4, 200)
+    if bw:
+        roof = bw * ai / 1e3  # GB/s x flop/B = GFLOP/s -> TFLOP/s
+        if peak:
+            roof = np.minimum(roof, peak)
+        ax.plot(ai, roof, color="0.2", linewidth=1.5,
+                label=f"roof: {lr.fmt_rate(bw)} GB/s (streaming read of x, same run)")
+    if peak:
+        ax.axhline(peak, color="0.2", linewidth=0.8, linestyle=":",
+                   label=f"FP32 peak {lr.fmt_rate(peak)} TFLOP/s\n({peak_how})")
+    ids = sorted({s.id for s, *_ in pts})
+    cmap = __import__("matplotlib").colormaps["tab10"]
+    color = {sid: cmap(i % 10) for i, sid in enumerate(ids)}
+    for s, ph, x, y in pts:
+        ax.scatter([x], [y], marker=MARKERS[ph], s=42, color=color[s.id], edgecolor="black", linewidth=0.5,
+                   zorder=3, label=f"{s.id} {ph}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ys = [y for *_, y in pts] + ([peak] if peak else [])
+    if ys:
+        ax.set_ylim(min(ys) / 10, max(ys) * 30)
+    ax.set_xlim(ai[0], ai[-1])
+    ax.set_xlabel("arithmetic intensity (flop per byte that must move)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_title(c.title(run, "Roofline") + ("" if peak else " (FP32 peak unknown)"), fontsize=10)
+    ax.legend(fontsize=6.5, ncol=2, loc="upper left")
+    ax.grid(which="major", alpha=0.3)
+    skipped = [s.id for s in run.ran_stages() if s.gpu and run.fused_kind(s) == "memory"]
+    if skipped:
+        ax.set_xlabel(ax.get_xlabel() + "\nnot placed: stage " + ", ".join(skipped)
+                      + " (skips the convolution's arithmetic; see the right panel)", fontsize=8)
+
+    bars = bandwidth_bars(run)
+    if bars:
+        labels, vals, cols = zip(*bars)
+        y = range(len(bars))
+        bx.barh(list(y), vals, color=cols, height=0.6)
+        for yi, v in zip(y, vals):
+            txt = f"{lr.fmt_rate(v)} GB/s" + (f" ({100 * v / bw:.0f}% of floor)" if bw else "")
+            bx.annotate(txt, (v, yi), textcoords="offset points", xytext=(3, 0), va="center", fontsize=7.5)
+        bx.set_yticks(list(y), labels, fontsize=8)
+        bx.set_ylim(max(len(bars), 5) - 0.5, -0.5)
+        bx.set_xlim(0, max(vals) * 1.45)
+        if bw:
+            bx.axvline(bw, color=c.FLOOR_COLOR, linestyle="--", linewidth=1)
+    bx.set_xlabel("GB/s (bytes that must move / time)")
+    bx.set_title("Memory-bound work against the floor", fontsize=10)
+    return fig
+
+
+def main(argv=None) -> int:
+    return c.cli(draw, "roofline", __doc__.split("\n\n")[0], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
