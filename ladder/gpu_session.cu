@@ -128,14 +128,20 @@ double GpuSession::time_streaming_read(int warmup, int reps, bool flush) {
   constexpr int kBlock = 512;
   const unsigned blocks = unsigned(sms) * 4;  // a full wave of resident blocks, then grid-stride
   DeviceBuffer<float> sink(blocks, "streaming-read sink");
+  return time_launch(warmup, reps, flush, [&] {
+    streaming_read_kernel<<<blocks, kBlock, 0, stream_>>>(x_.get(), int64_t(x_.size()), sink.get());
+    CUDA_CHECK_LAUNCH("streaming_read_kernel");
+  });
+}
+
+double GpuSession::time_launch(int warmup, int reps, bool flush, const std::function<void()>& launch) {
   EventMarks marks(stream_);
   std::vector<double> times;
   for (int r = 0; r < warmup + reps; ++r) {
     if (flush) flush_l2();
     marks.start_rep();
     marks.record();
-    streaming_read_kernel<<<blocks, kBlock, 0, stream_>>>(x_.get(), int64_t(x_.size()), sink.get());
-    CUDA_CHECK_LAUNCH("streaming_read_kernel");
+    launch();
     marks.record();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (r >= warmup) times.push_back(marks.elapsed(0, 1));
@@ -157,19 +163,10 @@ double GpuSession::time_cub_segmented_sum(int warmup, int reps, bool flush) {
   CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(nullptr, temp_bytes, data.get(), sums.get(), segments,
                                              offsets.get(), offsets.get() + 1, stream_));
   DeviceBuffer<unsigned char> temp(temp_bytes, "the CUB baseline's temporary storage");
-  EventMarks marks(stream_);
-  std::vector<double> times;
-  for (int r = 0; r < warmup + reps; ++r) {
-    if (flush) flush_l2();
-    marks.start_rep();
-    marks.record();
+  return time_launch(warmup, reps, flush, [&] {
     CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(temp.get(), temp_bytes, data.get(), sums.get(), segments,
                                                offsets.get(), offsets.get() + 1, stream_));
-    marks.record();
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (r >= warmup) times.push_back(marks.elapsed(0, 1));
-  }
-  return median(times);
+  });
 }
 
 GpuTiming GpuSession::time_stage(const StageDescriptor& stage, int warmup, int reps, bool flush,

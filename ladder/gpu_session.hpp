@@ -50,6 +50,8 @@ class GpuSession {
 
  private:
   void flush_l2();
+  /// Median ms of `launch` (one enqueue on stream_), warmup + reps times, L2 flushed first.
+  double time_launch(int warmup, int reps, bool flush, const std::function<void()>& launch);
   const Problem problem_;
   DeviceBuffer<float> x_, weight_, conv_bias_, bias_, pooled_, y_;
   DeviceBuffer<unsigned char> l2_flush_;

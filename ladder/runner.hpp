@@ -32,7 +32,8 @@ struct StageReport {
   bool gpu = false;
   bool computes_conv = true;  ///< see StageDescriptor::computes_conv
   bool ran = false;
-  std::string note;  ///< why it was skipped, or the error that stopped it
+  bool failed = false;  ///< an error stopped it (the note says which); fails the ladder
+  std::string note;     ///< why it was skipped, or the error that stopped it
   std::vector<std::pair<Phase, double>> phase_ms;
   double total_ms = 0;
   Agreement vs_oracle;

@@ -3,8 +3,8 @@
 //  - pool:     one thread per (n, co) walks its whole plane, so only N*Cout threads run and
 //              neighbouring threads read addresses a whole plane apart (uncoalesced);
 //  - epilogue: one thread per sample: + bias, stable log-sum-exp over channels, x scale.
+#include "01_per_thread_loop/bias_logsumexp_per_thread.cuh"
 #include "01_per_thread_loop/conv_transpose_gather.cuh"
-#include "logsumexp.hpp"
 
 namespace ladder {
 namespace {
@@ -21,22 +21,6 @@ __global__ void pool_per_thread(const float* __restrict__ conv_out, int64_t plan
   float sum = 0.0f;
   for (int64_t j = 0; j < plane_size; ++j) sum += src[j];
   pooled[plane] = sum / float(plane_size);
-}
-
-/// y[n] = scale * logsumexp_co(pooled[n, co] + bias[co]); one thread per sample, two passes:
-/// the max first, so exp never overflows (torch.logsumexp's inf/NaN rules via lse_shift).
-__global__ void bias_logsumexp_per_thread(const float* __restrict__ pooled,
-                                          const float* __restrict__ bias, int64_t batch,
-                                          int64_t channels, float scale, float* __restrict__ y) {
-  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (n >= batch) return;
-  const float* z = pooled + n * channels;
-  float max_z = -INFINITY;
-  for (int64_t c = 0; c < channels; ++c) max_z = fmaxf(max_z, z[c] + bias[c]);
-  const float shift = lse_shift(max_z);
-  float sum = 0.0f;  // a NaN z makes this NaN even though fmaxf skipped it
-  for (int64_t c = 0; c < channels; ++c) sum += expf(z[c] + bias[c] - shift);
-  y[n] = scale * (logf(sum) + shift);
 }
 
 // ---- stage 01 kernels: end -----------------------------------------------------------------
@@ -58,10 +42,7 @@ void run(const GpuStageArgs& a) {
   CUDA_CHECK_LAUNCH("pool_per_thread");
 
   a.marks.begin(Phase::Epilogue);
-  bias_logsumexp_per_thread<<<blocks_for(p.batch, kBlock, "bias_logsumexp_per_thread"), kBlock, 0,
-                              a.stream>>>(a.pooled, a.in.bias, p.batch, p.out_channels,
-                                          float(p.scale), a.y);
-  CUDA_CHECK_LAUNCH("bias_logsumexp_per_thread");
+  launch_bias_logsumexp_per_thread(p, a.pooled, a.in.bias, a.y, a.stream);
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "01_per_thread_loop/bias_logsumexp_per_thread.cuh"
 #include "01_per_thread_loop/conv_transpose_gather.cuh"
+#include "02_atomics/plane_sums.cuh"
 #include "logsumexp.hpp"
 
 namespace ladder {
@@ -68,44 +70,15 @@ __global__ void pool_shared_tree(const float* __restrict__ conv_out, int plane_s
   if (tid == 0) atomicAdd(&sums[plane], sh[0]);  // one atomic per block
 }
 
-/// pooled[i] = sums[i] / plane_size for the `planes` = N*Cout plane sums; one thread per plane.
-/// Unchanged from stage 02.
-__global__ void divide_by_plane_size(const float* __restrict__ sums, int64_t planes,
-                                     int64_t plane_size, float* __restrict__ pooled) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= planes) return;
-  pooled[i] = sums[i] / float(plane_size);
-}
-
-/// y[n] = scale * logsumexp_co(pooled[n, co] + bias[co]); one thread per sample, two passes:
-/// the max first, so exp never overflows (torch.logsumexp's inf/NaN rules via lse_shift).
-/// Unchanged from stage 01.
-__global__ void bias_logsumexp_per_thread(const float* __restrict__ pooled,
-                                          const float* __restrict__ bias, int64_t batch,
-                                          int64_t channels, float scale, float* __restrict__ y) {
-  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (n >= batch) return;
-  const float* z = pooled + n * channels;
-  float max_z = -INFINITY;
-  for (int64_t c = 0; c < channels; ++c) max_z = fmaxf(max_z, z[c] + bias[c]);
-  const float shift = lse_shift(max_z);
-  float sum = 0.0f;  // a NaN z makes this NaN even though fmaxf skipped it
-  for (int64_t c = 0; c < channels; ++c) sum += expf(z[c] + bias[c] - shift);
-  y[n] = scale * (logf(sum) + shift);
-}
-
 // ---- stage 03 kernels: end -----------------------------------------------------------------
 
-// Workspace: the convT output, then (256-byte aligned) one fp32 sum per (n, co) plane.
-size_t sums_offset(const Problem& p) { return (size_t(p.out_elems()) * sizeof(float) + 255) / 256 * 256; }
-size_t workspace_bytes(const Problem& p) { return sums_offset(p) + size_t(p.pooled_elems()) * sizeof(float); }
+size_t workspace_bytes(const Problem& p) { return conv_and_plane_sums_bytes(p); }
 
 void run(const GpuStageArgs& a) {
   const Problem& p = a.problem;
   float* conv_out = static_cast<float*>(a.workspace);
-  float* sums = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + sums_offset(p));
+  float* sums = plane_sums(p, a.workspace);
   const int64_t planes = p.pooled_elems(), plane_size = p.out_h() * p.out_w();
-  constexpr int kSmallBlock = 256;  // the one-thread-per-item kernels
 
   a.marks.begin(Phase::Conv);
   launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
@@ -123,15 +96,10 @@ void run(const GpuStageArgs& a) {
   pool_shared_tree<<<unsigned(blocks), kBlock, 0, a.stream>>>(conv_out, int(plane_size),
                                                              unsigned(chunks_per_plane), sums);
   CUDA_CHECK_LAUNCH("pool_shared_tree");
-  divide_by_plane_size<<<blocks_for(planes, kSmallBlock, "divide_by_plane_size"), kSmallBlock, 0,
-                         a.stream>>>(sums, planes, plane_size, a.pooled);
-  CUDA_CHECK_LAUNCH("divide_by_plane_size");
+  launch_divide_by_plane_size(p, sums, a.pooled, a.stream);
 
   a.marks.begin(Phase::Epilogue);
-  bias_logsumexp_per_thread<<<blocks_for(p.batch, kSmallBlock, "bias_logsumexp_per_thread"),
-                              kSmallBlock, 0, a.stream>>>(a.pooled, a.in.bias, p.batch,
-                                                          p.out_channels, float(p.scale), a.y);
-  CUDA_CHECK_LAUNCH("bias_logsumexp_per_thread");
+  launch_bias_logsumexp_per_thread(p, a.pooled, a.in.bias, a.y, a.stream);
 }
 
 }  // namespace

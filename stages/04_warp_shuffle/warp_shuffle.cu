@@ -14,6 +14,7 @@
 #include <string>
 
 #include "01_per_thread_loop/conv_transpose_gather.cuh"
+#include "02_atomics/plane_sums.cuh"
 #include "logsumexp.hpp"
 
 namespace ladder {
@@ -101,15 +102,6 @@ __global__ void pool_warp_shuffle(const float* __restrict__ conv_out, int plane_
   }
 }
 
-/// pooled[i] = sums[i] / plane_size for the `planes` = N*Cout plane sums; one thread per plane.
-/// Unchanged from stage 02.
-__global__ void divide_by_plane_size(const float* __restrict__ sums, int64_t planes,
-                                     int64_t plane_size, float* __restrict__ pooled) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= planes) return;
-  pooled[i] = sums[i] / float(plane_size);
-}
-
 /// y[n] = scale * logsumexp_co(pooled[n, co] + bias[co]) for pooled (N, Cout), bias (Cout):
 /// one warp per sample (blockDim a multiple of 32, grid covering batch*32 threads).
 /// Changed from stages 01-03 (one thread per sample, two passes over the channels): lane l
@@ -137,16 +129,13 @@ __global__ void bias_logsumexp_warp(const float* __restrict__ pooled, const floa
 
 // ---- stage 04 kernels: end -----------------------------------------------------------------
 
-// Workspace: the convT output, then (256-byte aligned) one fp32 sum per (n, co) plane.
-size_t sums_offset(const Problem& p) { return (size_t(p.out_elems()) * sizeof(float) + 255) / 256 * 256; }
-size_t workspace_bytes(const Problem& p) { return sums_offset(p) + size_t(p.pooled_elems()) * sizeof(float); }
+size_t workspace_bytes(const Problem& p) { return conv_and_plane_sums_bytes(p); }
 
 void run(const GpuStageArgs& a) {
   const Problem& p = a.problem;
   float* conv_out = static_cast<float*>(a.workspace);
-  float* sums = reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + sums_offset(p));
+  float* sums = plane_sums(p, a.workspace);
   const int64_t planes = p.pooled_elems(), plane_size = p.out_h() * p.out_w();
-  constexpr int kSmallBlock = 256;  // divide_by_plane_size: one thread per plane
   constexpr int kEpilogueBlock = 128;  // 4 warps, 4 samples per block
   static_assert(kEpilogueBlock % kWarp == 0, "the epilogue gives each sample a whole warp");
 
@@ -167,9 +156,7 @@ void run(const GpuStageArgs& a) {
   pool_warp_shuffle<<<unsigned(blocks), kBlock, 0, a.stream>>>(conv_out, int(plane_size),
                                                               unsigned(chunks_per_plane), sums);
   CUDA_CHECK_LAUNCH("pool_warp_shuffle");
-  divide_by_plane_size<<<blocks_for(planes, kSmallBlock, "divide_by_plane_size"), kSmallBlock, 0,
-                         a.stream>>>(sums, planes, plane_size, a.pooled);
-  CUDA_CHECK_LAUNCH("divide_by_plane_size");
+  launch_divide_by_plane_size(p, sums, a.pooled, a.stream);
 
   a.marks.begin(Phase::Epilogue);
   bias_logsumexp_warp<<<blocks_for(p.batch * kWarp, kEpilogueBlock, "bias_logsumexp_warp"),
