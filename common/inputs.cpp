@@ -49,7 +49,7 @@ HostInputs make_inputs(const Problem& p) {
   in.bias.resize(size_t(p.out_channels));
   for (size_t i = 0; i < in.conv_bias.size(); ++i) {
     in.conv_bias[i] = uniform_sym(s, kConvBias, i, b);
-    in.bias[i] = standard_normal(s, kBias, i);
+    in.bias[i] = float(p.bias_scale * double(standard_normal(s, kBias, i)));
   }
 
   const int64_t planes = p.batch * p.in_channels, hw = p.in_h * p.in_w;
@@ -64,6 +64,8 @@ HostInputs make_inputs(const Problem& p) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < p.x_elems(); ++i) x[i] = standard_normal(s, kX, uint64_t(i));
       break;
+    case Distribution::Exact:
+      throw InvalidProblem("the exact distribution is being implemented");  // TODO(exact mode)
     case Distribution::Structured: {
       // Plane means on an even grid over [-2, 2], assigned in a seeded random order.
       std::vector<int64_t> order(static_cast<size_t>(planes));

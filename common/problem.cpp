@@ -1,6 +1,7 @@
 #include "problem.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <utility>
 
@@ -70,6 +71,7 @@ void Problem::validate() const {
     reject("output size (" + std::to_string(out_h()) + ", " + std::to_string(out_w()) +
            ") is not positive; padding " + pair_str(padding) + " is too large for the input");
   if (!(scale == scale)) reject("scale must not be NaN");
+  if (!std::isfinite(bias_scale)) reject("bias_scale must be finite");
   // Kernels index within a plane and a channel in 32 bits (only whole tensors need 64).
   const int64_t limit = 2147483647;
   for (const auto& [name, v] : {std::pair<const char*, int64_t>{"in_channels", in_channels},
@@ -126,7 +128,7 @@ std::string Problem::describe() const {
     << " input=" << in_h << "x" << in_w << " kernel_size=" << pair_str(kernel_size)
     << " stride=" << pair_str(stride) << " padding=" << pair_str(padding)
     << " output_padding=" << pair_str(output_padding) << " dilation=" << pair_str(dilation)
-    << " groups=" << groups << " scale=" << scale << " x~" << to_string(distribution)
+    << " groups=" << groups << " scale=" << scale << (bias_scale != 1.0 ? " bias_scale=" + std::to_string(bias_scale) : std::string()) << " x~" << to_string(distribution)
     << " seed=" << seed << " -> convT output " << out_h() << "x" << out_w();
   return s.str();
 }
@@ -136,6 +138,7 @@ const char* to_string(Distribution d) {
     case Distribution::Uniform: return "uniform";
     case Distribution::Normal: return "normal";
     case Distribution::Structured: return "structured";
+    case Distribution::Exact: return "exact";
   }
   return "?";
 }
@@ -144,7 +147,8 @@ Distribution distribution_from_string(const std::string& s) {
   if (s == "uniform") return Distribution::Uniform;
   if (s == "normal") return Distribution::Normal;
   if (s == "structured") return Distribution::Structured;
-  throw InvalidProblem("invalid problem: distribution must be uniform, normal or structured, got '" +
+  if (s == "exact") return Distribution::Exact;
+  throw InvalidProblem("invalid problem: distribution must be uniform, normal, structured or exact, got '" +
                        s + "'");
 }
 

@@ -21,6 +21,7 @@ enum class Distribution {
   Uniform,     ///< x ~ U[0,1): torch.rand, KernelBench's current inputs
   Normal,      ///< x ~ N(0,1): torch.randn, the first published version
   Structured,  ///< each (n, ci) plane has its own mean and gradient: for tests
+  Exact,       ///< small integers on which every fp32 sum the stages form is exact (inputs.hpp)
 };
 
 /// Thrown for parameter sets PyTorch would reject; the message names the parameter and value.
@@ -49,6 +50,9 @@ struct Problem {
   Pair dilation = Pair::square(1);
   int64_t groups = 1;
   double scale = 10.0;
+  /// Multiplies the drawn bias (bias ~ bias_scale * N(0,1)); large values make exp overflow
+  /// in a log-sum-exp that does not subtract the max. 1 in KernelBench.
+  double bias_scale = 1.0;
   Distribution distribution = Distribution::Uniform;
   uint64_t seed = 42;
 

@@ -67,6 +67,12 @@ struct StageDescriptor {
   /// False for stages that never perform the convT arithmetic (stage 06): the ladder then does
   /// not quote convT TFLOP/s for them.
   bool computes_conv = true;
+  /// True if two runs on the same inputs give bitwise-equal outputs (no order-dependent
+  /// floating-point atomics); the tests hold a stage that claims it to that.
+  bool deterministic = false;
+  /// Optional one-time host-side setup for a problem (cudaFuncSetAttribute and the like), run
+  /// before warm-up and outside every timed region. Throws like run_gpu.
+  void (*prepare)(const Problem&) = nullptr;
 
   bool is_gpu() const { return run_gpu != nullptr; }
   std::string label() const { return id + " " + name; }

@@ -41,9 +41,13 @@ int main(int argc, char** argv) {
   add_pair_option(app, "--output-padding", p.output_padding, "output_padding");
   add_pair_option(app, "--dilation", p.dilation, "dilation");
   app.add_option("--groups", p.groups, "groups");
-  app.add_option("--scale", p.scale, "final multiplier (10 in KernelBench)");
-  app.add_option("--distribution", distribution, "x distribution: uniform (torch.rand), normal (torch.randn), structured")
-      ->check(CLI::IsMember({"uniform", "normal", "structured"}));
+  app.add_option("--scale", p.scale, "final multiplier, applied after the log-sum-exp (10 in KernelBench)");
+  app.add_option("--bias-scale", p.bias_scale,
+                 "multiplies the drawn bias (1 in KernelBench); large values overflow exp in a log-sum-exp "
+                 "that does not subtract the max")
+      ->capture_default_str();
+  app.add_option("--distribution", distribution, "x distribution: uniform (torch.rand), normal (torch.randn), structured, exact (small integers; every sum exact)")
+      ->check(CLI::IsMember({"uniform", "normal", "structured", "exact"}));
   app.add_option("--seed", p.seed, "seed of the input generator");
   app.add_option("--stages", opt.stage_ids, "stages to run, by number or name (default: all)")->delimiter(',');
   app.add_option("--reps", opt.reps, "timed repetitions per stage (median reported)")->capture_default_str();
