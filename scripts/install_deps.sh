@@ -23,4 +23,12 @@ if ! command -v cuobjdump >/dev/null && [ ! -x /usr/local/cuda/bin/cuobjdump ] &
   echo "installing cuobjdump and nvdisasm from PyPI"
   python3 -m pip install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
 fi
+# CMakeLists.txt needs CMake 3.24 or newer; Ubuntu 22.04's package is 3.22. PyPI has current ones.
+cmake_version=$(cmake --version | head -1 | grep -oE '[0-9]+\.[0-9]+(\.[0-9]+)?')
+if [ "$(printf '%s\n' 3.24 "$cmake_version" | sort -V | head -1)" != 3.24 ]; then
+  echo "CMake $cmake_version is older than 3.24: installing a newer one from PyPI"
+  python3 -m pip install -q 'cmake>=3.24'
+  hash -r
+  cmake --version | head -1
+fi
 echo "build dependencies present"

@@ -12,7 +12,7 @@ namespace {
 
 /// out[n,co,oh,ow] = cb[co] + sum_{ci in group(co), kh, kw} x[n,ci,ih,iw] * w[ci, co mod Cout/g, kh, kw]
 /// with ih = (oh + padding_h - kh*dilation_h) / stride_h when that division is exact and
-/// 0 <= ih < in_h (same for iw): the gather form (brief, section 3).
+/// 0 <= ih < in_h (same for iw): the gather form (docs/problem.md, "The gather form").
 /// One thread per output element; x (N,Cin,H,W), w (Cin,Cout/g,kH,kW), out (N,Cout,Hout,Wout),
 /// all NCHW fp32. Indices are 64-bit because the output can exceed 2^31 elements.
 __global__ void conv_transpose2d_gather(ConvParams p, const float* __restrict__ x,
