@@ -50,6 +50,21 @@ double fp32_peak_tflops(std::string* formula) {
   return tflops;
 }
 
+double dram_peak_gbps(std::string* formula) {
+  int dev = 0, khz = 0, bits = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+  // HBM and GDDR move data on both clock edges: two transfers per memory clock per bus bit.
+  const double gbps = 2.0 * (double(khz) * 1e3) * double(bits) / 8.0 / 1e9;
+  if (formula) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "2 x %.0f MHz x %d bits / 8 = %.0f GB/s", double(khz) / 1e3, bits, gbps);
+    *formula = buf;
+  }
+  return gbps;
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB"};
   int i = 0;

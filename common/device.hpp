@@ -23,6 +23,12 @@ std::string device_description();
 /// sm_75 and sm_80; 128 on sm_61, sm_86, sm_89, sm_90 and newer. `formula` receives the numbers used.
 double fp32_peak_tflops(std::string* formula = nullptr);
 
+/// Specified DRAM bandwidth of the current device in GB/s (1e9 bytes/s): 2 transfers per clock x
+/// memory clock x bus width / 8, from cudaDevAttrMemoryClockRate (kHz) and
+/// cudaDevAttrGlobalMemoryBusWidth (bits). A datasheet-style number no kernel reaches; 0 where the
+/// device reports either attribute as 0. `formula` receives the numbers used.
+double dram_peak_gbps(std::string* formula = nullptr);
+
 /// Thrown when an allocation does not fit: names what it was for, bytes needed and free.
 class DeviceMemoryError : public std::runtime_error {
   using std::runtime_error::runtime_error;

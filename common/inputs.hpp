@@ -18,14 +18,45 @@ struct HostInputs {
 
 /// Draws the inputs for `p` (p.distribution, p.seed):
 ///  - weight, conv_bias ~ U(-b, b), b = 1/sqrt(fan_in), fan_in = (out_channels/groups)*kH*kW
-///    (PyTorch's default ConvTranspose2d initialization; fan_in is weight.size(1)*kH*kW);
-///  - bias ~ N(0, 1) (torch.randn in the KernelBench model);
+///    (PyTorch's default ConvTranspose2d initialization; fan_in is weight.size(1)*kH*kW),
+///    except for exact inputs (below);
+///  - bias ~ bias_scale * N(0, 1) (torch.randn in the KernelBench model, bias_scale 1);
 ///  - x ~ U[0,1) (uniform), N(0,1) (normal), or structured: plane (n, ci) is
 ///    mean[n,ci] + a*(row ramp) + b*(column ramp) + U(-0.1, 0.1), with plane means spread
 ///    evenly over [-2, 2] in a seeded random order, so every plane has a clearly different mean
-///    and a wrong row or column mapping changes the pooled value.
-/// Throws InvalidProblem if p is invalid.
+///    and a wrong row or column mapping changes the pooled value;
+///  - exact: small integers on which every fp32 sum any stage forms is exact (see below).
+/// Throws InvalidProblem if p is invalid, or for exact inputs if p is too large for them.
 HostInputs make_inputs(const Problem& p);
+
+/// Exact inputs. A sum of integers is exact in fp32, in any order and any grouping, when the
+/// sum of the absolute values of its terms is below 2^24: every partial sum is then an integer
+/// of magnitude < 2^24. So with
+///   x in {0, 1}: plane (n, ci) draws ones with probability d[n,ci] * (1 + a*row + c*col)
+///     (row, col in [-0.5, 0.5], a, c ~ U(-0.5, 0.5) per plane), the plane densities d spread
+///     evenly over [d_max/4, d_max] in a seeded random order (distinct plane means);
+///   weight in {-1, 0, 1}, conv_bias in {-2, -1, 1, 2} (never 0, so Hout*Wout <= the bound);
+///   bias ~ bias_scale * N(0, 1) as for every distribution (the epilogue is not exact anyway);
+/// the sums the stages form (a convT output, a plane sum of convT outputs, stage 06's plane
+/// sums of x and its contraction sum_{ci,taps} w*R) are exact while exact_sum_bound < 2^24.
+/// d_max is the largest density (<= 0.6) for which the worst case (every |w| = 1, every plane
+/// at 1.5 d_max) keeps the expected bound at kExactSumTarget; make_inputs then checks the
+/// drawn inputs against kExactSumLimit, which leaves a factor 2 to 2^24. What is left of fp32
+/// rounding is the division by Hout*Wout and the epilogue (exact_tolerance, tolerance.hpp).
+constexpr double kExactSumTarget = 4194304.0;  // 2^22
+constexpr double kExactSumLimit = 8388608.0;   // 2^23
+/// Smallest d_max accepted: below it x would be almost all zeros (a dropped row could be empty).
+constexpr double kExactMinDensity = 1.0 / 1024.0;
+
+/// The largest plane density d_max of exact inputs for `p` (see above).
+/// Throws InvalidProblem naming the sizes when it would fall below kExactMinDensity.
+double exact_max_density(const Problem& p);
+
+/// max over (n, co) of  Hout*Wout*|cb[co]| + sum_{ci in group(co), taps} |w| * sum_{plane} |x[n,ci]|
+/// and over planes of sum |x[n,ci]|: an upper bound on the sum of |terms| of every sum a stage
+/// forms for one pooled value (the convT sums, the plane sums, stage 06's sums of x and its
+/// contraction), since each tap sees at most the whole input plane. Any inputs; OpenMP.
+double exact_sum_bound(const Problem& p, const HostInputs& in);
 
 /// The counter-based generator: uniform float in [0, 1) for (seed, stream, index).
 float uniform01(uint64_t seed, uint64_t stream, uint64_t index);

@@ -106,6 +106,9 @@ Reference literal_pipeline(const Problem& p, const HostInputs& in) {
   r.pooled = global_average_pool(p, conv_transpose2d_literal(p, in));
   r.y = bias_logsumexp_scale(p, r.pooled, in.bias);
   r.magnitude = magnitude_bound(p, in, plane_abs_means(p, in));
+  r.conv_mean.resize(r.pooled.size());
+  for (size_t i = 0; i < r.pooled.size(); ++i)
+    r.conv_mean[i] = r.pooled[i] - double(in.conv_bias[i % size_t(p.out_channels)]);
   return r;
 }
 
@@ -150,6 +153,7 @@ Reference linearity_pipeline(const Problem& p, const HostInputs& in) {
   const int64_t cin_g = p.in_per_group(), cout_g = p.out_per_group(), taps = kH * kW;
   Reference r;
   r.pooled.resize(size_t(p.pooled_elems()));
+  r.conv_mean.resize(size_t(p.pooled_elems()));
   for (int64_t n = 0; n < p.batch; ++n)
     for (int64_t co = 0; co < p.out_channels; ++co) {
       const int64_t g = co / cout_g;
@@ -158,7 +162,9 @@ Reference linearity_pipeline(const Problem& p, const HostInputs& in) {
         for (int64_t t = 0; t < taps; ++t)
           acc += double(in.weight[size_t((ci * cout_g + co % cout_g) * taps + t)]) *
                  R[size_t((n * p.in_channels + ci) * taps + t)];
-      r.pooled[size_t(n * p.out_channels + co)] = double(in.conv_bias[size_t(co)]) + acc / P;
+      // (P*cb + acc)/P rather than cb + acc/P: the plane sum first, one rounding, as literally.
+      r.pooled[size_t(n * p.out_channels + co)] = (P * double(in.conv_bias[size_t(co)]) + acc) / P;
+      r.conv_mean[size_t(n * p.out_channels + co)] = acc / P;
     }
   r.y = bias_logsumexp_scale(p, r.pooled, in.bias);
   r.magnitude = magnitude_bound(p, in, abs_mean);

@@ -16,6 +16,9 @@ struct Reference {
   /// |conv_bias| + sum over taps of |w| * mean|x| of the plane: an upper bound on the mean of
   /// sum |terms| that fp32 rounding errors are proportional to (see tolerance.hpp).
   std::vector<double> magnitude;
+  /// pooled - conv_bias: the plane mean of the convolution without its bias. A stage that adds
+  /// conv_bias after the mean rounds this part on its own (exact_tolerance, tolerance.hpp).
+  std::vector<double> conv_mean;
 };
 
 /// Step 1 of the literal pipeline: the ConvTranspose2d output, (batch, out_channels, Hout, Wout),
@@ -35,6 +38,9 @@ Reference literal_pipeline(const Problem& p, const HostInputs& in);
 /// tap (kh, kw), the sum R of the input rectangle whose tap lands inside the output; then
 /// pooled[n,co] = cb[co] + (1/(Hout*Wout)) sum_{ci,kh,kw} w[ci,co,kh,kw] * R[n,ci,kh,kw].
 /// Exact for every parameter (padding and output_padding cut rows/columns out of R). Any size.
+/// It divides (Hout*Wout*cb + sum w*R) by Hout*Wout, as the literal pipeline divides its plane
+/// sum: on exact inputs (inputs.hpp) both sums are the same integer and the oracles agree bit
+/// for bit.
 Reference linearity_pipeline(const Problem& p, const HostInputs& in);
 
 }  // namespace ladder

@@ -42,6 +42,16 @@ int64_t out_size(int64_t in, int64_t stride, int64_t padding, int64_t dilation, 
 
 }  // namespace
 
+// Limits of the kernels' index arithmetic (common/conv_params.hpp): sizes, parameters and
+// indices within one plane, one kernel window or one channel range are held in 32-bit int;
+// only offsets into whole tensors are 64-bit. A block-stride loop steps past the end of its
+// range by up to one block (at most 1024 threads in CUDA) and a tile overhangs the edge of a
+// plane or channel range by less than that, so kIndexHeadroom is kept free below 2^31 - 1.
+constexpr int64_t kInt32Max = 2147483647;
+constexpr int64_t kIndexHeadroom = 1024;
+// Whole tensors: element counts (and their byte counts) must fit in int64 with room to spare.
+constexpr double kMaxTensorElems = 4611686018427387904.0;  // 2^62
+
 void Problem::validate() const {
   require_positive("batch", batch);
   require_positive("in_channels", in_channels);
@@ -55,6 +65,18 @@ void Problem::validate() const {
   if (padding.h < 0 || padding.w < 0) reject("padding must be non-negative, got " + pair_str(padding));
   if (output_padding.h < 0 || output_padding.w < 0)
     reject("output_padding must be non-negative, got " + pair_str(output_padding));
+  // Every size and parameter the kernels hold in an int; also keeps out_h() and the products
+  // below far from int64 overflow.
+  for (const auto& [name, v] : {std::pair<const char*, Pair>{"kernel_size", kernel_size}, {"stride", stride},
+                                {"padding", padding}, {"output_padding", output_padding}, {"dilation", dilation}})
+    if (v.h > kInt32Max || v.w > kInt32Max)
+      reject(std::string(name) + " " + pair_str(v) + " exceeds 2^31 - 1 (kernels hold it in a 32-bit int)");
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"in_h", in_h}, {"in_w", in_w},
+                                {"in_channels", in_channels}, {"out_channels", out_channels}, {"groups", groups}})
+    if (v > kInt32Max - kIndexHeadroom)
+      reject(std::string(name) + " = " + std::to_string(v) + " exceeds 2^31 - 1 - " +
+             std::to_string(kIndexHeadroom) + " (kernels hold it in a 32-bit int; loops and tiles run up to " +
+             std::to_string(kIndexHeadroom) + " past the end)");
   // PyTorch: "output padding must be smaller than either stride or dilation".
   if (!(output_padding.h < stride.h || output_padding.h < dilation.h) ||
       !(output_padding.w < stride.w || output_padding.w < dilation.w))
@@ -72,12 +94,47 @@ void Problem::validate() const {
            ") is not positive; padding " + pair_str(padding) + " is too large for the input");
   if (!(scale == scale)) reject("scale must not be NaN");
   if (!std::isfinite(bias_scale)) reject("bias_scale must be finite");
-  // Kernels index within a plane and a channel in 32 bits (only whole tensors need 64).
-  const int64_t limit = 2147483647;
-  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"in_channels", in_channels},
-                                {"out_channels", out_channels}, {"in_h * in_w", in_h * in_w},
-                                {"out_h * out_w", out_h() * out_w()}})
-    if (v > limit) reject(std::string(name) + " = " + std::to_string(v) + " exceeds 2^31 - 1");
+
+  // In-plane index arithmetic, per axis. The largest magnitudes the kernels form are
+  //   oh + padding - kh*dilation        (gather form: up to out - 1 + padding, down to
+  //                                      -dilation*(kernel - 1)),
+  //   out + padding - kh*dilation + stride - 1   (stage 06's ceil division of the tap range),
+  //   a tile's row or column index       (up to out - 1 + padding + the tile's overhang),
+  //   a loop over rows or columns        (up to one block past its end),
+  // all bounded by out + padding + dilation*(kernel - 1) + stride + kIndexHeadroom.
+  struct Axis {
+    const char* s;  // "h" or "w"
+    int64_t out, padding, dilation, kernel, stride;
+  };
+  for (const Axis& a : {Axis{"h", out_h(), padding.h, dilation.h, kernel_size.h, stride.h},
+                        Axis{"w", out_w(), padding.w, dilation.w, kernel_size.w, stride.w}}) {
+    const int64_t reach = a.out + a.padding + a.dilation * (a.kernel - 1) + a.stride + kIndexHeadroom;
+    if (reach > kInt32Max) {
+      const std::string s = a.s;
+      reject("in-plane index arithmetic needs 32 bits: out_" + s + " + padding_" + s + " + dilation_" + s +
+             "*(kernel_" + s + " - 1) + stride_" + s + " + " + std::to_string(kIndexHeadroom) +
+             " (headroom) = " + std::to_string(a.out) + " + " + std::to_string(a.padding) + " + " +
+             std::to_string(a.dilation) + "*" + std::to_string(a.kernel - 1) + " + " +
+             std::to_string(a.stride) + " + " + std::to_string(kIndexHeadroom) + " = " +
+             std::to_string(reach) + " exceeds 2^31 - 1");
+    }
+  }
+  // Element indices within a plane (ih*in_w + iw, a pixel or chunk index of the output plane)
+  // and within the weights of one input channel (co_in_group*taps + tap).
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"in_h*in_w", in_h * in_w},
+                                {"out_h*out_w", out_h() * out_w()},
+                                {"(out_channels/groups)*kernel_h*kernel_w", out_per_group() * taps()}})
+    if (v > kInt32Max - kIndexHeadroom)
+      reject("in-plane index arithmetic needs 32 bits: " + std::string(name) + " = " + std::to_string(v) +
+             " exceeds 2^31 - 1 - " + std::to_string(kIndexHeadroom) +
+             " (headroom for loops and tiles that run past the end)");
+  // Whole tensors: 64-bit offsets (computed in double here, where the product cannot overflow).
+  for (const auto& [name, v] :
+       {std::pair<const char*, double>{"x", double(batch) * double(in_channels) * double(in_h) * double(in_w)},
+        {"weight", double(in_channels) * double(out_per_group()) * double(taps())},
+        {"the convT output", double(batch) * double(out_channels) * double(out_h()) * double(out_w())}})
+    if (v > kMaxTensorElems)
+      reject(std::string(name) + " would have " + std::to_string(v) + " elements, more than 2^62");
 }
 
 int64_t Problem::out_h() const {

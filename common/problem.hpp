@@ -109,7 +109,7 @@ InputRange valid_input_range(int64_t in, int64_t out, int64_t stride, int64_t pa
                              int64_t dilation, int64_t k);
 
 const char* to_string(Distribution d);
-/// Parses "uniform", "normal" or "structured"; throws InvalidProblem otherwise.
+/// Parses "uniform", "normal", "structured" or "exact"; throws InvalidProblem otherwise.
 Distribution distribution_from_string(const std::string& s);
 
 }  // namespace ladder

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 namespace ladder {
 
@@ -11,13 +12,11 @@ double fp32_chain_length(const Problem& p) {
   return K + double(p.out_h()) * double(p.out_w()) + double(p.in_h) * double(p.in_w) + K;
 }
 
-Tolerance rounding_tolerance(const Problem& p, const Reference& ref, double unit_roundoff) {
-  const double u = unit_roundoff;
-  const double rel = kProbabilisticLambda * std::sqrt(fp32_chain_length(p)) * u;
-  Tolerance t;
-  t.pooled.resize(ref.pooled.size());
-  for (size_t i = 0; i < t.pooled.size(); ++i)
-    t.pooled[i] = rel * ref.magnitude[i] + u * std::fabs(ref.pooled[i]);
+namespace {
+
+// y's tolerance from pooled's: scale * (max_co pooled tolerance + the epilogue's own error in
+// a format of unit roundoff u).
+void add_y_tolerance(const Problem& p, const Reference& ref, double u, Tolerance& t) {
   t.y.resize(ref.y.size());
   const int64_t C = p.out_channels;
   for (int64_t n = 0; n < p.batch; ++n) {
@@ -26,7 +25,35 @@ Tolerance rounding_tolerance(const Problem& p, const Reference& ref, double unit
     const double lse = std::isfinite(ref.y[size_t(n)]) ? std::fabs(ref.y[size_t(n)] / p.scale) : 0;
     t.y[size_t(n)] = std::fabs(p.scale) * (worst + double(C + 8) * u * (lse + 1.0));
   }
+}
+
+}  // namespace
+
+Tolerance rounding_tolerance(const Problem& p, const Reference& ref, double unit_roundoff) {
+  const double u = unit_roundoff;
+  const double rel = kProbabilisticLambda * std::sqrt(fp32_chain_length(p)) * u;
+  Tolerance t;
+  t.pooled.resize(ref.pooled.size());
+  for (size_t i = 0; i < t.pooled.size(); ++i)
+    t.pooled[i] = rel * ref.magnitude[i] + u * std::fabs(ref.pooled[i]);
+  add_y_tolerance(p, ref, u, t);
   return t;
+}
+
+Tolerance exact_tolerance(const Problem& p, const Reference& ref) {
+  if (ref.conv_mean.size() != ref.pooled.size())
+    throw std::invalid_argument("exact_tolerance: the reference has no conv_mean (build it with an oracle)");
+  const double k = 2.0 * kFp32UnitRoundoff * (1.0 + std::ldexp(1.0, -20));
+  Tolerance t;
+  t.pooled.resize(ref.pooled.size());
+  for (size_t i = 0; i < t.pooled.size(); ++i)
+    t.pooled[i] = k * (std::fabs(ref.pooled[i]) + std::fabs(ref.conv_mean[i]));
+  add_y_tolerance(p, ref, kFp32UnitRoundoff, t);
+  return t;
+}
+
+Tolerance stage_tolerance(const Problem& p, const Reference& ref) {
+  return p.distribution == Distribution::Exact ? exact_tolerance(p, ref) : fp32_tolerance(p, ref);
 }
 
 namespace {
@@ -66,7 +93,7 @@ std::string Agreement::summary() const {
   s.precision(3);
   s << (pass() ? "PASS" : "FAIL") << " (max |err| pooled " << max_abs_pooled << ", y " << max_abs_y
     << "; worst " << worst_ratio << "x tolerance at index " << worst_index;
-  if (nan_count) s << "; " << nan_count << " NaN where the reference has a number";
+  if (nan_count) s << "; " << nan_count << " NaN on one side only";
   s << ")";
   return s.str();
 }

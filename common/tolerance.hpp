@@ -1,20 +1,38 @@
 // Error bounds for fp32 results against the fp64 oracles, derived rather than tuned.
 //
-// Every stage computes pooled[n,co] as a sum of the same products w*x (plus cb), grouped in some
-// order, each addition rounded in fp32 (unit roundoff u = 2^-24). The longest chain of roundings
-// any stage builds has n_chain = taps*Cin/g (a conv output) + Hout*Wout (a plane sum)
-// + H*W (stage 06's input plane sum) + Cin/g*taps (its contraction) additions.
-// The classic bound gamma_n = n*u/(1-n*u) times sum|terms| is far too loose at n ~ 2.6e5 to catch
+// fp32_tolerance, for any inputs. Every stage computes pooled[n,co] as a sum of the same
+// products w*x (plus cb), grouped in some order, each addition rounded in fp32 (unit roundoff
+// u = 2^-24). The longest chain of roundings any stage builds has n_chain = taps*Cin/g (a conv
+// output) + Hout*Wout (a plane sum) + H*W (stage 06's input plane sum) + Cin/g*taps (its
+// contraction) additions: 576 + 264196 + 262144 + 576 = 5.27e5 at the KernelBench size.
+// The classic bound gamma_n = n*u/(1-n*u) times sum|terms| is far too loose at that n to catch
 // a wrong kernel, so we use the probabilistic bound of Higham & Mary (SIAM J. Sci. Comput. 2019,
 // "A new approach to probabilistic rounding error analysis", Thm 3.1): with independent rounding
 // errors, |error| <= lambda*sqrt(n)*u*sum|terms| holds with probability at least
-// 1 - 2n*exp(-lambda^2/2). lambda = 8 makes that failure probability < 1e-8 per element at
-// n = 2.6e5. sum|terms|/(Hout*Wout) is bounded by Reference::magnitude. Converting the final
-// mean to fp32 adds u*|pooled|.
+// 1 - 2n*exp(-lambda^2/2). With lambda = 8 and n = 5.27e5 that failure probability is
+// 2 * 5.27e5 * exp(-32) = 1.3e-8 per pooled value (2.7e-5 for all 2048 of them).
+// sum|terms|/(Hout*Wout) is bounded by Reference::magnitude. Converting the final mean to fp32
+// adds u*|pooled|. At the KernelBench size this is ~3.5e-4 * magnitude, while a dropped border
+// row moves pooled by about pooled/514, and |pooled| is well below magnitude on uniform inputs
+// (the w*x terms cancel): such a bug can pass. Hence exact inputs.
 //
-// y[n] = scale*lse(pooled[n,:] + bias): d lse / d z_co = softmax_co <= 1 and sums to 1, so a
-// pooled error e shifts y by at most scale*max_co e. The fp32 epilogue itself adds a few ulps
-// per exp and log and a sum of Cout terms: (Cout + 8)*u*(|lse| + 1), times scale.
+// exact_tolerance, for exact inputs (inputs.hpp): every sum is exact in fp32, whatever the
+// order, so the only roundings of pooled left are in forming the mean. With S the (exact)
+// plane sum, P = Hout*Wout (< 2^23, exact in fp32), pooled = S/P = cb + A (A = conv_mean):
+//   fl(S/P)                      one rounding:          u*|pooled|
+//   fl(S * fl(1/P))              two:                   2u*|pooled| (+ u^2 terms)
+//   fl(cb + fl(A)), A from fl(acc * fl(1/P)) or from fp64 then fp32 (stage 05): u*|pooled| + 2u*|A|
+//   fp64 then one fp32 rounding (stage 06):            u*|pooled| + ~2^-51*(|pooled| + |A|)
+// so |error| <= 2u*(|pooled| + |A|), and the factor (1 + 2^-20) covers the u^2 terms and the
+// fp64 oracle's own roundings (a few 2^-53 relative). A single wrong term (a dropped row or
+// plane, a misread x) moves pooled by at least 1/P, more than this whenever
+// P*(|pooled| + |A|) < 2^23; P*(|pooled| + |A|) is at most twice the plane's sum of |terms|,
+// which exact inputs keep below 2^22 in expectation (1.7e6 at the KernelBench size, seed 42).
+// That is the test's power: essentially zero tolerance at any size.
+//
+// y[n] = scale*lse(pooled[n,:] + bias), in both cases: d lse / d z_co = softmax_co <= 1 and sums
+// to 1, so a pooled error e shifts y by at most scale*max_co e. The fp32 epilogue itself adds a
+// few ulps per exp and log and a sum of Cout terms: (Cout + 8)*u*(|lse| + 1), times scale.
 #pragma once
 
 #include <cstdint>
@@ -45,14 +63,23 @@ inline Tolerance fp32_tolerance(const Problem& p, const Reference& ref) {
 }
 constexpr double kFp64UnitRoundoff = 1.1102230246251565e-16;  // 2^-53
 
+/// Tolerance of an fp32 stage on exact inputs (Distribution::Exact; see above):
+/// pooled 2u*(1 + 2^-20)*(|pooled| + |conv_mean|), y the epilogue's bound on top of
+/// scale * max_co of that. Throws std::invalid_argument if ref has no conv_mean.
+Tolerance exact_tolerance(const Problem& p, const Reference& ref);
+/// The tolerance a stage is held to on p's inputs: exact_tolerance for Distribution::Exact,
+/// fp32_tolerance otherwise.
+Tolerance stage_tolerance(const Problem& p, const Reference& ref);
+
 /// Worst disagreement of a result with a reference, in absolute terms and as a multiple of
-/// the tolerance. NaN anywhere (including a poisoned, unwritten output) fails.
+/// the tolerance. A NaN on one side only (including a poisoned, unwritten output) fails; NaN
+/// where the reference is NaN and equal infinities agree (torch.logsumexp gives both).
 struct Agreement {
   double max_abs_pooled = 0;
   double max_abs_y = 0;
   double worst_ratio = 0;     ///< max over elements of |diff| / tolerance; <= 1 passes
   int64_t worst_index = -1;   ///< pooled index (or batch*Cout + n for y) of the worst element
-  int64_t nan_count = 0;
+  int64_t nan_count = 0;      ///< elements that are NaN on one side only
   bool pass() const { return nan_count == 0 && worst_ratio <= 1.0; }
   std::string summary() const;
 };

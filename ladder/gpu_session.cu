@@ -1,4 +1,5 @@
 #include "gpu_session.hpp"
+#include "streaming_read.cuh"  // the floor kernel and its tuned launch
 
 #include <algorithm>
 #include <cub/device/device_segmented_reduce.cuh>
@@ -7,23 +8,6 @@
 namespace ladder {
 
 namespace {
-
-/// The floor: read every byte of x once with 16-byte loads in a grid-stride loop and keep a
-/// per-block partial sum, so the compiler cannot drop the loads. x is 16-byte aligned
-/// (cudaMalloc); the n % 4 tail is read with scalar loads by block 0.
-__global__ void streaming_read_kernel(const float* __restrict__ x, int64_t n, float* __restrict__ sink) {
-  const float4* x4 = reinterpret_cast<const float4*>(x);
-  const int64_t n4 = n / 4;
-  float acc = 0.0f;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float4 v = x4[i];
-    acc += (v.x + v.y) + (v.z + v.w);
-  }
-  if (blockIdx.x == 0)
-    for (int64_t i = n4 * 4 + threadIdx.x; i < n; i += blockDim.x) acc += x[i];
-  if (acc == 1.2345e-30f) sink[blockIdx.x] = acc;  // almost never true, but not provably false
-}
 
 /// Fills data[0..n) with values in [0, 1) from a hash of the index: realistic bits for timing.
 __global__ void fill_pseudo_random(float* data, int64_t n) {
@@ -42,12 +26,22 @@ __global__ void fill_segment_offsets(int64_t* offsets, int64_t segments, int64_t
   if (i <= segments) offsets[i] = i * plane_size;
 }
 
-/// Records one event per marked phase into a reusable pool.
+/// Records one event per marked phase into a reusable pool. Call reserve() before the first
+/// timed repetition: creating an event (or growing a vector) between two marks is host work
+/// inside the timed region.
 class EventMarks : public PhaseMarks {
  public:
   explicit EventMarks(cudaStream_t s) : stream_(s) {}
   ~EventMarks() override {
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  void reserve(size_t marks) {
+    phases_.reserve(marks);
+    while (events_.size() < marks + 1) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
   }
   void begin(Phase phase) override { record(); phases_.push_back(phase); }
   void record() {
@@ -97,6 +91,17 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+Spread spread_of(std::vector<double> v) {
+  if (v.empty()) return {};
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return {*lo, median(v), *hi};
+}
+
+std::string nvcc_version() {
+  return std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__) + "." +
+         std::to_string(__CUDACC_VER_BUILD__);
+}
+
 GpuSession::GpuSession(const Problem& p, const HostInputs& in)
     : problem_(p),
       x_(upload(in.x, "x " + format_bytes(4.0 * double(in.x.size())))),
@@ -119,23 +124,25 @@ GpuSession::~GpuSession() {
 
 void GpuSession::flush_l2() {
   CUDA_CHECK(cudaMemsetAsync(l2_flush_.get(), 0, l2_flush_.bytes(), stream_));
+  // The memset leaves L2 full of dirty lines; their write-back would otherwise overlap the next
+  // timed kernel (measured: the floor read 4,415 GB/s after a memset alone, 4,565 GB/s after
+  // this read; results/floor_sweep_h200.txt). Reading the buffer back leaves clean lines.
+  const int64_t n = int64_t(l2_flush_.bytes() / sizeof(float));
+  plan_streaming_read(n)(reinterpret_cast<const float*>(l2_flush_.get()), n,
+                         reinterpret_cast<float*>(l2_flush_.get()), stream_);
 }
 
 double GpuSession::time_streaming_read(int warmup, int reps, bool flush) {
-  int dev = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  constexpr int kBlock = 512;
-  const unsigned blocks = unsigned(sms) * 4;  // a full wave of resident blocks, then grid-stride
-  DeviceBuffer<float> sink(blocks, "streaming-read sink");
-  return time_launch(warmup, reps, flush, [&] {
-    streaming_read_kernel<<<blocks, kBlock, 0, stream_>>>(x_.get(), int64_t(x_.size()), sink.get());
-    CUDA_CHECK_LAUNCH("streaming_read_kernel");
-  });
+  // Planned once, outside the timed region: the launch tuned by floor_sweep (streaming_read.cuh).
+  const StreamingReadLaunch read_x = plan_streaming_read(int64_t(x_.size()));
+  DeviceBuffer<float> sink(1, "streaming-read sink");
+  return time_launch(warmup, reps, flush, [&] { read_x(x_.get(), int64_t(x_.size()), sink.get(), stream_); });
 }
 
 double GpuSession::time_launch(int warmup, int reps, bool flush, const std::function<void()>& launch) {
+  last_launch_spread_ = {};
   EventMarks marks(stream_);
+  marks.reserve(1);
   std::vector<double> times;
   for (int r = 0; r < warmup + reps; ++r) {
     if (flush) flush_l2();
@@ -146,7 +153,8 @@ double GpuSession::time_launch(int warmup, int reps, bool flush, const std::func
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (r >= warmup) times.push_back(marks.elapsed(0, 1));
   }
-  return median(times);
+  last_launch_spread_ = spread_of(times);
+  return last_launch_spread_.median;
 }
 
 double GpuSession::time_cub_segmented_sum(int warmup, int reps, bool flush) {
@@ -175,12 +183,15 @@ GpuTiming GpuSession::time_stage(const StageDescriptor& stage, int warmup, int r
   const size_t ws_bytes = stage.workspace_bytes ? stage.workspace_bytes(problem_) : 0;
   DeviceBuffer<unsigned char> workspace(ws_bytes, "stage " + stage.label() + " workspace");
   EventMarks marks(stream_);
+  marks.reserve(8);  // more phases than any stage marks; a stage that marks more still works
   GpuStageArgs args{problem_, {x_.get(), weight_.get(), conv_bias_.get(), bias_.get()},
                     pooled_.get(), y_.get(), workspace.get(), stream_, marks};
 
   std::vector<std::vector<double>> phase_times;
   std::vector<double> totals;
   std::vector<Phase> phases;
+  // One-time host-side setup (kernel attributes and the like), outside every timed region.
+  if (stage.prepare) stage.prepare(problem_);
   for (int r = 0; r < warmup + reps; ++r) {
     // Poison the outputs (all bits set is a NaN): an element the stage forgets stays NaN.
     CUDA_CHECK(cudaMemsetAsync(pooled_.get(), 0xFF, pooled_.bytes(), stream_));
@@ -200,8 +211,12 @@ GpuTiming GpuSession::time_stage(const StageDescriptor& stage, int warmup, int r
     if (progress) progress(r - warmup + 1, reps);
   }
   GpuTiming t;
-  for (size_t i = 0; i < phases.size(); ++i) t.phase_ms.emplace_back(phases[i], median(phase_times[i]));
-  t.total_ms = median(totals);
+  for (size_t i = 0; i < phases.size(); ++i) {
+    t.phase_spread.push_back(spread_of(phase_times[i]));
+    t.phase_ms.emplace_back(phases[i], t.phase_spread.back().median);
+  }
+  t.total_spread = spread_of(totals);
+  t.total_ms = t.total_spread.median;
   t.pooled = to_host(pooled_);
   t.y = to_host(y_);
   return t;

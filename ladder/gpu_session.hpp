@@ -1,6 +1,6 @@
 // The GPU half of the ladder: device copies of the inputs, the streaming-read floor, and timing
-// of one stage with CUDA events (warm-up, L2 flushed and outputs poisoned before every
-// repetition, medians).
+// of one stage with CUDA events (prepare once, warm-up, then L2 flushed and outputs poisoned
+// before every repetition; median, minimum and maximum over the timed repetitions).
 #pragma once
 
 #include <functional>
@@ -14,10 +14,19 @@
 
 namespace ladder {
 
-/// Median times in ms of one timed GPU stage, per phase and in total, plus its outputs.
+/// Minimum, median and maximum of a set of timings, in ms.
+struct Spread {
+  double min = 0, median = 0, max = 0;
+};
+/// The spread of `v` (by copy; any order); all zero if v is empty.
+Spread spread_of(std::vector<double> v);
+
+/// Times in ms of one timed GPU stage, per phase and in total, plus its outputs.
 struct GpuTiming {
-  std::vector<std::pair<Phase, double>> phase_ms;  ///< in the order the stage marked them
-  double total_ms = 0;
+  std::vector<std::pair<Phase, double>> phase_ms;  ///< medians, in the order the stage marked them
+  std::vector<Spread> phase_spread;                ///< the same phases' min, median, max
+  double total_ms = 0;                             ///< median
+  Spread total_spread;
   std::vector<double> pooled;  ///< from the last repetition, widened to double
   std::vector<double> y;
 };
@@ -36,22 +45,29 @@ class GpuSession {
   /// Median ms of a plain streaming read of x (16-byte loads, grid-stride loop): the floor.
   double time_streaming_read(int warmup, int reps, bool flush_l2);
 
+  /// Min, median and max of the most recent timing loop of the floor or the CUB baseline (the
+  /// one whose median those functions return); all zero before the first.
+  const Spread& last_launch_spread() const { return last_launch_spread_; }
+
   /// Median ms of cub::DeviceSegmentedReduce::Sum over a (batch*out_channels, Hout*Wout) fp32
   /// tensor the size of the convT output (filled with pseudo-random values, never zeros): the
   /// library baseline for the pool phase. Throws DeviceMemoryError if the tensor does not fit.
   double time_cub_segmented_sum(int warmup, int reps, bool flush_l2);
 
-  /// Runs `stage` warmup + reps times and returns median phase and total times.
+  /// Calls stage.prepare (if any) once, then runs `stage` warmup + reps times and returns the
+  /// median phase and total times with their spread. Host-side setup stays outside the timed
+  /// region: the first phase mark is the stage's first marks.begin().
   GpuTiming time_stage(const StageDescriptor& stage, int warmup, int reps, bool flush_l2,
                        const Progress& progress = {});
 
-  /// Runs `stage` once (outputs poisoned first) and returns its outputs: for tests.
+  /// Prepares and runs `stage` once (outputs poisoned first) and returns its outputs: for tests.
   GpuTiming run_once(const StageDescriptor& stage) { return time_stage(stage, 0, 1, false); }
 
  private:
   void flush_l2();
   /// Median ms of `launch` (one enqueue on stream_), warmup + reps times, L2 flushed first.
   double time_launch(int warmup, int reps, bool flush, const std::function<void()>& launch);
+  Spread last_launch_spread_;
   const Problem problem_;
   DeviceBuffer<float> x_, weight_, conv_bias_, bias_, pooled_, y_;
   DeviceBuffer<unsigned char> l2_flush_;
@@ -60,5 +76,8 @@ class GpuSession {
 
 /// Returns the median of `v` (by copy; v may be in any order).
 double median(std::vector<double> v);
+
+/// The CUDA compiler that built this file (and the kernels linked with it): "13.0.88".
+std::string nvcc_version();
 
 }  // namespace ladder

@@ -1,4 +1,25 @@
 // Formatting of a LadderReport: the terminal table and the JSON file.
+//
+// JSON schema (write_json; scripts/plots/ladder_results.py reads it). Times in ms, bytes in B.
+//   problem      {batch, in_channels, out_channels, in_h, in_w, kernel_size [h, w], stride,
+//                 padding, output_padding, dilation, groups, scale, bias_scale, distribution,
+//                 seed, out_h, out_w}
+//   cost         {conv, pool, epilogue, fused: {bytes, flops}}   (common/problem.hpp, cost_of)
+//   provenance   {git_commit, git_dirty ("yes"/"no"/"unknown"), nvcc_version,
+//                 cuda_runtime_version, driver_cuda_version, driver_release, host_cpu, date_utc}
+//   timing       {warmup, reps, flush_l2, statistic: "median"}
+//   tolerance    "exact" or "fp32": what the fp32 stages' oracle check used (tolerance.hpp)
+//   device, fp32_peak_tflops, fp32_peak_formula, dram_peak_gbps, dram_peak_formula
+//   floor_ms, floor_gbps, and floor_ms_min, floor_ms_max where the spread is known
+//   cub_pool_ms (0 if not run), cub_pool_ms_min, cub_pool_ms_max (if run), cub_note (if not)
+//   cuda_context_lost  (only after a sticky CUDA error: which stage, which error)
+//   stages []    {id, name, idea, gpu, ran, failed, note, computes_conv, and if ran:
+//                 phases [{phase, ms, ms_min, ms_max}] (ms: median; a CPU stage's one run),
+//                 total_ms, total_ms_min, total_ms_max,
+//                 vs_oracle {pass, max_abs_pooled, max_abs_y, worst_ratio_to_tolerance, nan_count},
+//                 vs_previous {checked, pass (only if checked), max_abs_pooled, max_abs_y,
+//                              worst_ratio_to_tolerance, nan_count}, previous_id,
+//                 multiple_of_floor (GPU stages with a floor)}
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -29,34 +50,56 @@ std::string cell(const char* fmt, double v) {
   return buf;
 }
 
+// "0.249-0.253": the fastest and slowest repetition; "-" where unknown.
+std::string range(const Spread& s) {
+  if (!(s.max > 0)) return "-";
+  return cell("%.3f", s.min) + "-" + cell("%.3f", s.max);
+}
+
 }  // namespace
 
 std::string format_table(const LadderReport& r) {
   const ProblemCost cost = cost_of(r.problem);
   std::ostringstream out;
+  const Provenance& pv = r.provenance;
   out << "problem: " << r.problem.describe() << "\n";
   out << "device:  " << (r.device.empty() ? "none (" + r.gpu_skip_reason + ")" : r.device) << "\n";
+  out << "build:   git " << pv.git_commit
+      << (pv.git_dirty == "yes" ? " with uncommitted changes" : pv.git_dirty == "no" ? "" : " (clean or not: unknown)")
+      << "; nvcc " << pv.nvcc_version << ", CUDA runtime " << pv.cuda_runtime_version << "; driver "
+      << (pv.driver_cuda_version == "none" ? std::string("none")
+                                           : pv.driver_release + " (CUDA " + pv.driver_cuda_version + ")")
+      << "\n";
+  out << "host:    " << pv.host_cpu << "; run " << pv.date_utc << "\n";
+  out << "timing:  GPU: median, min and max of " << r.reps << " repetitions after " << r.warmup
+      << " warm-up, L2 " << (r.flush_l2 ? "flushed before each" : "not flushed (warm cache)")
+      << "; CPU: one run\n";
   out << "floors:  conv " << cell("%.3g", cost.conv.flops) << " flop; pool reads "
       << cell("%.3g", cost.pool.bytes) << " B; fused minimum reads " << cell("%.3g", cost.fused.bytes)
       << " B\n";
   if (r.fp32_peak_tflops > 0) out << "peak:    FP32 FMA " << r.fp32_peak_formula << "\n";
-  out << "oracle:  linearity identity in fp64; tolerances derived in common/tolerance.hpp\n\n";
+  if (r.dram_peak_gbps > 0) out << "peak:    DRAM " << r.dram_peak_formula << "\n";
+  out << "oracle:  linearity identity in fp64; fp32 stages held to the "
+      << (r.tolerance == "exact" ? "exact-input tolerance (only the mean's rounding)" : "fp32 rounding tolerance")
+      << " derived in common/tolerance.hpp\n";
+  if (!r.cuda_context_lost.empty()) out << "CUDA:    " << r.cuda_context_lost << "\n";
+  out << "\n";
 
   char line[512];
-  const char* head = "%-22s %10s %12s %10s %9s %9s %10s %9s %8s %10s %10s  %s\n";
+  const char* head = "%-22s %10s %12s %10s %9s %9s %10s %19s %9s %8s %10s %10s  %s\n";
   std::snprintf(line, sizeof line, head, "stage", "conv ms", "TFLOP/s", "pool ms", "GB/s", "epi ms",
-                "total ms", "x floor", "speedup", "err pooled", "err y", "check");
+                "total ms", "min-max", "x floor", "speedup", "err pooled", "err y", "check");
   out << line;
   if (r.floor_ms > 0) {
     std::snprintf(line, sizeof line, head, "floor: stream-read x", "-", "-", "-",
                   cell("%.0f", 4.0 * double(r.problem.x_elems()) / r.floor_ms / 1e6).c_str(), "-",
-                  cell("%.3f", r.floor_ms).c_str(), "1.00", "-", "-", "-", "");
+                  cell("%.3f", r.floor_ms).c_str(), range(r.floor_spread).c_str(), "1.00", "-", "-", "-", "");
     out << line;
   }
   if (r.cub_pool_ms > 0) {
     std::snprintf(line, sizeof line, head, "baseline: CUB seg. sum", "-", "-",
                   cell("%.3f", r.cub_pool_ms).c_str(), cell("%.0f", cost.pool.bytes / r.cub_pool_ms / 1e6).c_str(),
-                  "-", "-", "-", "-", "-", "-", "(pool phase only)");
+                  "-", "-", range(r.cub_spread).c_str(), "-", "-", "-", "-", "(pool phase only)");
     out << line;
   }
   double prev_total = NAN;
@@ -73,24 +116,33 @@ std::string format_table(const LadderReport& r) {
     if (s.computes_conv && s.gpu && r.fp32_peak_tflops > 0 && std::isfinite(conv_like))
       tflops += cell(" (%.0f%%)", 100.0 * cost.conv.flops / conv_like / 1e9 / r.fp32_peak_tflops);
     std::string check = "oracle " + std::string(s.vs_oracle.pass() ? "PASS" : "FAIL");
-    if (s.vs_previous) check += ", vs " + s.previous_id + " " + (s.vs_previous->pass() ? "PASS" : "FAIL");
+    if (s.vs_previous && s.vs_previous_checked)
+      check += ", vs " + s.previous_id + " " + (s.vs_previous->pass() ? "PASS" : "FAIL");
+    else if (s.vs_previous)  // information: the oracle checks already bound it
+      check += "; vs " + s.previous_id + " |d| " + cell("%.1e", s.vs_previous->max_abs_pooled) + ", " +
+               cell("%.1e", s.vs_previous->max_abs_y);
     std::snprintf(line, sizeof line, head, label.c_str(), cell("%.3f", conv_like).c_str(),
                   tflops.c_str(), cell("%.3f", pool).c_str(),
                   cell("%.0f", cost.pool.bytes / pool / 1e6).c_str(),
                   cell("%.3f", phase_time(s, Phase::Epilogue)).c_str(), cell("%.3f", s.total_ms).c_str(),
+                  range(s.total_spread).c_str(),
                   cell("%.1f", r.floor_ms > 0 && s.gpu ? s.total_ms / r.floor_ms : NAN).c_str(),
                   cell("%.2f", prev_total / s.total_ms).c_str(),
                   cell("%.2e", s.vs_oracle.max_abs_pooled).c_str(),
                   cell("%.2e", s.vs_oracle.max_abs_y).c_str(), check.c_str());
     out << line;
     if (!s.vs_oracle.pass()) out << "    vs oracle: " << s.vs_oracle.summary() << "\n";
-    if (s.vs_previous && !s.vs_previous->pass())
+    if (s.vs_previous && s.vs_previous_checked && !s.vs_previous->pass())
       out << "    vs " << s.previous_id << ": " << s.vs_previous->summary() << "\n";
     prev_total = s.total_ms;
   }
-  out << "\ntimes: median of repetitions (CUDA events, L2 flushed before each); fused stages show their "
-         "whole launch under conv ms; TFLOP/s = convT flops / that time (% of the FP32 FMA peak);\n"
-         "x floor = total / streaming read of x; speedup = previous stage's total / this total\n";
+  out << "\ntimes: median of repetitions (CUDA events); min-max: fastest and slowest repetition of the total; "
+         "fused stages show their whole launch under conv ms;\nTFLOP/s = convT flops / that time (% of the FP32 "
+         "FMA peak); x floor = total / streaming read of x; speedup = previous stage's total / this total;\n"
+         "check: PASS/FAIL against the oracle"
+      << (r.tolerance == "exact" ? " and, at the same exact tolerance, against the previous stage\n"
+                                 : "; |d| = largest difference from the previous stage (pooled, y), for "
+                                   "information: the two oracle checks already bound it\n");
   return out.str();
 }
 
@@ -109,28 +161,57 @@ void write_json(const LadderReport& r, const std::string& path) {
                   {"in_h", p.in_h}, {"in_w", p.in_w}, {"kernel_size", pair(p.kernel_size)},
                   {"stride", pair(p.stride)}, {"padding", pair(p.padding)},
                   {"output_padding", pair(p.output_padding)}, {"dilation", pair(p.dilation)},
-                  {"groups", p.groups}, {"scale", p.scale}, {"distribution", to_string(p.distribution)},
+                  {"groups", p.groups}, {"scale", p.scale}, {"bias_scale", p.bias_scale},
+                  {"distribution", to_string(p.distribution)},
                   {"seed", p.seed}, {"out_h", p.out_h()}, {"out_w", p.out_w()}};
   j["cost"] = {{"conv", phase_cost(c.conv)}, {"pool", phase_cost(c.pool)},
                {"epilogue", phase_cost(c.epilogue)}, {"fused", phase_cost(c.fused)}};
+  const Provenance& pv = r.provenance;
+  j["provenance"] = {{"git_commit", pv.git_commit},
+                     {"git_dirty", pv.git_dirty},
+                     {"nvcc_version", pv.nvcc_version},
+                     {"cuda_runtime_version", pv.cuda_runtime_version},
+                     {"driver_cuda_version", pv.driver_cuda_version},
+                     {"driver_release", pv.driver_release},
+                     {"host_cpu", pv.host_cpu},
+                     {"date_utc", pv.date_utc}};
+  j["timing"] = {{"warmup", r.warmup}, {"reps", r.reps}, {"flush_l2", r.flush_l2}, {"statistic", "median"}};
+  j["tolerance"] = r.tolerance;
   j["device"] = r.device;
   j["floor_ms"] = r.floor_ms;
+  if (r.floor_spread.max > 0) j["floor_ms_min"] = r.floor_spread.min, j["floor_ms_max"] = r.floor_spread.max;
   j["fp32_peak_tflops"] = r.fp32_peak_tflops;
   j["fp32_peak_formula"] = r.fp32_peak_formula;
+  j["dram_peak_gbps"] = r.dram_peak_gbps;
+  j["dram_peak_formula"] = r.dram_peak_formula;
   j["floor_gbps"] = r.floor_ms > 0 ? 4.0 * double(p.x_elems()) / r.floor_ms / 1e6 : 0.0;
   j["cub_pool_ms"] = r.cub_pool_ms;
+  if (r.cub_pool_ms > 0) j["cub_pool_ms_min"] = r.cub_spread.min, j["cub_pool_ms_max"] = r.cub_spread.max;
   if (!r.cub_note.empty()) j["cub_note"] = r.cub_note;
+  if (!r.cuda_context_lost.empty()) j["cuda_context_lost"] = r.cuda_context_lost;
   j["stages"] = json::array();
   for (const StageReport& s : r.stages) {
-    json js{{"id", s.id},   {"name", s.name}, {"idea", s.idea},
-            {"gpu", s.gpu}, {"ran", s.ran},   {"note", s.note}, {"computes_conv", s.computes_conv}};
+    json js{{"id", s.id},     {"name", s.name}, {"idea", s.idea},         {"gpu", s.gpu},
+            {"ran", s.ran},   {"failed", s.failed}, {"note", s.note}, {"computes_conv", s.computes_conv}};
     if (s.ran) {
       json phases = json::array();
-      for (const auto& [ph, ms] : s.phase_ms) phases.push_back({{"phase", to_string(ph)}, {"ms", ms}});
+      for (size_t i = 0; i < s.phase_ms.size(); ++i) {
+        json ph{{"phase", to_string(s.phase_ms[i].first)}, {"ms", s.phase_ms[i].second}};
+        if (i < s.phase_spread.size()) ph["ms_min"] = s.phase_spread[i].min, ph["ms_max"] = s.phase_spread[i].max;
+        phases.push_back(ph);
+      }
       js["phases"] = phases;
       js["total_ms"] = s.total_ms;
+      js["total_ms_min"] = s.total_spread.min;
+      js["total_ms_max"] = s.total_spread.max;
       js["vs_oracle"] = agreement(s.vs_oracle);
-      if (s.vs_previous) js["vs_previous"] = agreement(*s.vs_previous), js["previous_id"] = s.previous_id;
+      if (s.vs_previous) {
+        json vp = agreement(*s.vs_previous);
+        vp["checked"] = s.vs_previous_checked;
+        if (!s.vs_previous_checked) vp.erase("pass");  // information only: no verdict to read
+        js["vs_previous"] = vp;
+        js["previous_id"] = s.previous_id;
+      }
       if (r.floor_ms > 0 && s.gpu) js["multiple_of_floor"] = s.total_ms / r.floor_ms;
     }
     j["stages"].push_back(js);

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "gpu_session.hpp"
 #include "inputs.hpp"
 #include "problem.hpp"
+#include "provenance.hpp"
 #include "stage.hpp"
 #include "tolerance.hpp"
 
@@ -33,30 +35,52 @@ struct StageReport {
   bool computes_conv = true;  ///< see StageDescriptor::computes_conv
   bool ran = false;
   bool failed = false;  ///< an error stopped it (the note says which); fails the ladder
-  std::string note;     ///< why it was skipped, or the error that stopped it
-  std::vector<std::pair<Phase, double>> phase_ms;
-  double total_ms = 0;
+  std::string note;     ///< why it was skipped or not run, or the error that stopped it
+  std::vector<std::pair<Phase, double>> phase_ms;  ///< medians (a CPU stage: its one run)
+  std::vector<Spread> phase_spread;                ///< min, median, max of the same phases
+  double total_ms = 0;                             ///< median
+  Spread total_spread;
   Agreement vs_oracle;
-  std::optional<Agreement> vs_previous;  ///< absent for the first stage that ran
+  /// Against the previous stage that ran; absent for the first. With exact inputs both sides
+  /// are roundings of the same exact values, so it is checked at 1x the exact tolerance
+  /// (tighter than the 2x the two oracle checks imply); otherwise the oracle checks already
+  /// bound it and it is information only (vs_previous_checked false: no PASS/FAIL).
+  std::optional<Agreement> vs_previous;
+  bool vs_previous_checked = false;
   std::string previous_id;
   std::vector<double> pooled, y;
 };
 
 struct LadderReport {
   Problem problem;
+  Provenance provenance;  ///< commit, toolchain, driver, host CPU, date
+  int warmup = 0, reps = 0;
+  bool flush_l2 = true;
+  std::string tolerance;  ///< what fp32 stages are held to: "exact" or "fp32" (tolerance.hpp)
   std::string device;  ///< empty without a GPU
   std::string gpu_skip_reason;
-  double floor_ms = 0;  ///< streaming read of x; 0 without a GPU
+  /// Set when a stage left the CUDA context in a sticky error: names the stage and the error;
+  /// the GPU stages after it were not run.
+  std::string cuda_context_lost;
+  double floor_ms = 0;  ///< streaming read of x (median); 0 without a GPU
+  Spread floor_spread;  ///< all zero where the floor's spread is unknown
   double fp32_peak_tflops = 0;  ///< FP32 FMA peak of the device (device.hpp)
   std::string fp32_peak_formula;
+  double dram_peak_gbps = 0;  ///< specified DRAM bandwidth of the device (device.hpp); 0 without a GPU
+  std::string dram_peak_formula;
   double cub_pool_ms = 0;  ///< cub::DeviceSegmentedReduce::Sum over a convT-sized tensor; 0 if not run
+  Spread cub_spread;
   std::string cub_note;    ///< why the CUB baseline did not run
   std::vector<StageReport> stages;
+  /// No stage failed, every check that judges (the oracle; the previous stage on exact inputs)
+  /// passed, and the CUDA context survived.
   bool all_passed() const;
 };
 
-/// Runs the ladder. Throws InvalidProblem, npy::NpyError, DeviceMemoryError or CudaError with a
-/// message that names the problem; a stage that fails to launch is reported, not thrown.
+/// Runs the ladder. Throws InvalidProblem, HostMemoryError (checked before anything large is
+/// allocated), npy::NpyError, DeviceMemoryError or CudaError with a message that names the
+/// problem; a stage that fails is reported, not thrown. After a sticky CUDA error (see
+/// cuda_context.hpp) the remaining GPU stages are reported as not run.
 LadderReport run_ladder(const Problem& p, const LadderOptions& opt);
 
 /// The results table (times in ms, bandwidth in GB/s, throughput in TFLOP/s).

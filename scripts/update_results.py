@@ -7,8 +7,10 @@
 
 Reads every results/*.json (or --results DIR, or $LADDER_RESULTS_DIR): `build/ladder --json`
 outputs, one table per file, and optionally scripts/compare_pytorch.py --json outputs, matched to a
-ladder run by GPU name and problem. Every number in the block comes from those files; the GPU name
-comes from the ladder JSON's "device". The block lies between `<!-- results:begin -->` and
+ladder run by GPU name and problem, and ladder/floor_sweep.cu outputs (results/floor_sweep_<gpu>.txt)
+and the floor kernel's Nsight Compute metrics (profiles/data/floor_streaming_read.txt) for the
+footnote. Every number in the block comes from those files; the GPU name comes from the ladder
+JSON's "device". Under each table: the run's provenance (or "not recorded" for older files). The block lies between `<!-- results:begin -->` and
 `<!-- results:end -->`. Standard library only.
 """
 
@@ -50,10 +52,11 @@ def run_table(run: lr.LadderRun) -> list:
     out += ["| stage | total ms | conv TFLOP/s | GB/s | × floor | vs previous | vs eager | vs torch.compile | oracle |",
             "|---|--:|--:|--:|--:|--:|--:|--:|:-:|"]
     if run.floor_ms:
-        out.append(f"| floor: streaming read of x | {lr.fmt_ms(run.floor_ms)} | - | {lr.fmt_rate(run.floor_gbps)} "
-                   f"| 1.00\u00d7 | - | - | - | - |")
+        out.append(f"| floor: streaming read of x | {lr.fmt_spread(run.floor_ms, *run.spread('floor_ms'))} | - "
+                   f"| {lr.fmt_rate(run.floor_gbps)} | 1.00\u00d7 | - | - | - | - |")
     if run.cub_pool_ms:
-        out.append(f"| baseline: CUB segmented sum (pool phase only) | {lr.fmt_ms(run.cub_pool_ms)} | - "
+        out.append(f"| baseline: CUB segmented sum (pool phase only) "
+                   f"| {lr.fmt_spread(run.cub_pool_ms, *run.spread('cub_pool_ms'))} | - "
                    f"| {lr.fmt_rate(run.cub_gbps())} | - | - | - | - | - |")
     if run.pytorch:
         for kind, label in (("eager", "PyTorch eager (TF32 conv, the default)"),
@@ -83,7 +86,8 @@ def run_table(run: lr.LadderRun) -> list:
             return lr.fmt_ratio(v)
 
         oracle = r["oracle"] or "-"
-        out.append(f"| {cell(r['stage'])} | {lr.fmt_ms(r['total_ms'])} | {tf} | {lr.fmt_rate(r['gbps'])} "
+        total = lr.fmt_spread(r["total_ms"], r["total_min"], r["total_max"])
+        out.append(f"| {cell(r['stage'])} | {total} | {tf} | {lr.fmt_rate(r['gbps'])} "
                    f"| {lr.fmt_ratio(r['x_floor'])} | {lr.fmt_ratio(r['vs_previous'])} | {vs('vs_eager')} "
                    f"| {vs('vs_compile')} | {oracle} |")
     out.append("")
@@ -91,8 +95,9 @@ def run_table(run: lr.LadderRun) -> list:
         out.append(f"- {cell(n)}")
     if notes:
         out.append("")
-    foot = ["total ms: median over repetitions (CUDA events, L2 flushed before each); a CPU stage is one "
-            "wall-clock run.",
+    out += [cell(run.provenance_line()), ""]
+    foot = ["total ms: median over repetitions (CUDA events, L2 flushed before each), in parentheses the "
+            "fastest and slowest repetition where the file records them; a CPU stage is one wall-clock run.",
             "conv TFLOP/s: the convolution's flops over the conv phase; for a fused stage that does the "
             "convolution's arithmetic, the whole pipeline's flops over its total"
             + (f"; in parentheses, the share of the FP32 peak {lr.fmt_rate(peak)} TFLOP/s ({peak_how})."
@@ -107,8 +112,48 @@ def run_table(run: lr.LadderRun) -> list:
                     "table's total for stages that script did not time).")
     else:
         foot.append("vs eager / vs torch.compile: need a scripts/compare_pytorch.py result for this GPU in results/.")
+    foot += floor_notes(run)
     out += ["<sub>" + " ".join(foot) + "</sub>", ""]
     return out
+
+
+def floor_notes(run: lr.LadderRun) -> list:
+    """The footnote's sentences on the floor: the DRAM peak and the floor's share of it, what
+    floor_sweep reached over as many bytes, and what Nsight Compute measured on the floor kernel."""
+    peak, how = run.dram_peak()
+    if not peak:
+        return ["DRAM peak: not recorded for this GPU (no dram_peak_gbps in the JSON, no "
+                "results/floor_sweep_*.txt from this GPU)."]
+    notes = [f"DRAM peak (specified): {lr.fmt_rate(peak)} GB/s ({how})"
+             + (f"; the floor read x at {100 * run.floor_gbps / peak:.1f}% of it." if run.floor_gbps else ".")]
+    sweeps = []
+    for flush, what in (("memset", "the ladder's memset flush"), ("read", "a flush that leaves the L2 clean")):
+        fs = run.sweep_for_this_size(flush)
+        ms, gbps = (fs.num("best_median_ms"), fs.num("best_gbps")) if fs else (None, None)
+        if ms and gbps:
+            sweeps.append(f"{lr.fmt_ms(ms)} ms ({lr.fmt_rate(gbps)} GB/s, {100 * gbps / peak:.1f}%) after {what}")
+    if sweeps:
+        fs = run.sweep_for_this_size("memset") or run.sweep_for_this_size("read")
+        notes.append(f"ladder/floor_sweep.cu over the same bytes ({fs.path.name}), fastest launch: "
+                     + "; ".join(sweeps) + ".")
+    ncu = run.ncu_floor
+    if ncu and run.x_bytes and abs((ncu.metrics.get("dram__bytes_read.sum") or 0) / run.x_bytes - 1) < 0.01:
+        m = ncu.metrics
+        parts = []
+        if m.get("dram__bytes_read.sum"):
+            parts.append(f"dram__bytes_read.sum {m['dram__bytes_read.sum'] / 1e9:.3f} GB")
+        if m.get("gpu__time_duration.sum"):
+            parts.append(f"gpu__time_duration.sum {lr.fmt_ms(m['gpu__time_duration.sum'] / 1e6)} ms")
+        if m.get("dram__bytes_read.sum.per_second"):
+            parts.append(f"dram__bytes_read.sum.per_second {lr.fmt_rate(m['dram__bytes_read.sum.per_second'] / 1e9)} GB/s")
+        if m.get("dram__throughput.avg.pct_of_peak_sustained_elapsed") is not None:
+            parts.append("dram__throughput.avg.pct_of_peak_sustained_elapsed "
+                         f"{m['dram__throughput.avg.pct_of_peak_sustained_elapsed']:.1f}%")
+        notes.append(f"Nsight Compute on the streaming read of ladder/streaming_read.cuh over the same bytes, in "
+                     f"its own run ({rel(ncu.path)}, launch {ncu.config.split(':')[0]}; ncu flushes and "
+                     "invalidates the caches before each launch, so no dirty line is written back during it; "
+                     "median of the profiled launches): " + ", ".join(parts) + ".")
+    return notes
 
 
 def render(runs) -> str:

@@ -1,5 +1,6 @@
 // The problem matrix every GPU stage is tested on: odd and prime sizes, every ConvTranspose2d
 // parameter, batch 1, out_channels 1, plane sizes that are not multiples of 4, 32 or a block.
+// make() draws structured inputs; the GPU tests run each problem with exact inputs too.
 #pragma once
 
 #include <vector>

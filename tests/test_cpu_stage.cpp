@@ -27,6 +27,22 @@ TEST(CpuStage, MatchesLinearityOracleOnRandomProblems) {
   }
 }
 
+TEST(CpuStage, MatchesOracleBitForBitOnExactInputs) {
+  // Exact inputs make every sum an integer held exactly in fp64: the stage's plane sums and the
+  // oracle's are the same number, divided once by the same plane size.
+  std::mt19937_64 rng(8);
+  for (int i = 0; i < 20; ++i) {
+    Problem p = testing::random_small_problem(rng);
+    p.distribution = Distribution::Exact;
+    SCOPED_TRACE(p.describe());
+    const HostInputs in = make_inputs(p);
+    const CpuStageResult r = stage_00_descriptor().run_cpu(p, in);
+    const Reference lin = linearity_pipeline(p, in);
+    ASSERT_EQ(r.pooled, lin.pooled);
+    ASSERT_EQ(r.y, lin.y);
+  }
+}
+
 TEST(CpuStage, KernelBenchV1SizesMatchOracle) {
   Problem p = Problem::kernelbench_v1();
   p.batch = 4;  // the literal cost grows with batch; four samples keep the test quick

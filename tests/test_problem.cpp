@@ -1,9 +1,17 @@
-// Tests for common/problem: parameter validation (one test per case PyTorch rejects), the
-// output-size formula on a hand-computed table, the per-tap input ranges and the MAC count
-// against brute force, and the cost model's exact figures for the KernelBench problem.
+// Tests for common/problem: parameter validation (one test per case PyTorch rejects, and the
+// 32-bit limits of the kernels' index arithmetic), the output-size formula on a hand-computed
+// table, the per-tap input ranges and the MAC count against brute force, and the cost model's
+// exact figures for the KernelBench problem. Also the host-memory estimate a problem implies
+// (common/host_memory) and the provenance parsers (common/provenance), which need no GPU.
 #include "problem.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "host_memory.hpp"
+#include "provenance.hpp"
 
 #include <cstdint>
 #include <initializer_list>
@@ -243,6 +251,167 @@ TEST(ProblemValidate, NonPositiveOutputSize) {
   EXPECT_NO_THROW(q.validate());
   q.padding = {0, 2};
   expect_invalid(q, {"output size", "-1"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// 32-bit in-plane index arithmetic. Kernels hold sizes and indices within a plane in int, with
+// 1024 of headroom for loops and tiles that run past an edge: per axis,
+// out + padding + dilation*(kernel - 1) + stride + 1024 <= 2^31 - 1.
+
+TEST(ProblemValidate, PaddingAndDilationOf2To30AreRejected) {
+  // Output 10x10 (the padding cancels the dilation), but oh + padding - kh*dilation and the
+  // tap ranges need 3 * 2^30: signed overflow in 32 bits.
+  Problem p = small_problem();
+  p.in_h = p.in_w = 10;
+  p.padding = Pair::square(int64_t(1) << 30);
+  p.dilation = Pair::square(int64_t(1) << 30);
+  ASSERT_EQ(p.out_h(), 10);
+  expect_invalid(p, {"in-plane index arithmetic needs 32 bits", "padding_h", "dilation_h", "1073741824",
+                     "exceeds 2^31 - 1"});
+}
+
+TEST(ProblemValidate, LargestDilationThatFits32BitsIsValid) {
+  // Height: in 10, kernel 3, dilation d: out = 9 + 2d + 1, reach = out + 0 + 2d + 1 + 1024
+  // = 4d + 1035, which is 2^31 - 1 exactly at d = 536870653. Width 1 keeps the plane small.
+  Problem p = small_problem();
+  p.in_h = 10;
+  p.in_w = 1;
+  p.kernel_size = {3, 1};
+  p.dilation = {536870653, 1};
+  ASSERT_EQ(p.out_h() + 2 * p.dilation.h + 1 + 1024, int64_t(2147483647));
+  EXPECT_NO_THROW(p.validate());
+  p.dilation.h += 1;  // reach 2^31 + 3
+  expect_invalid(p, {"in-plane index arithmetic needs 32 bits", "dilation_h", "536870654", "2147483651"});
+}
+
+TEST(ProblemValidate, LargestStrideThatFits32BitsIsValid) {
+  // Width: in 2, kernel 1, stride s: out = s + 1, reach = (s + 1) + 0 + 0 + s + 1024 = 2s + 1025.
+  Problem p = small_problem();
+  p.in_h = 1;
+  p.in_w = 2;
+  p.kernel_size = {1, 1};
+  p.stride = {1, 1073741311};
+  EXPECT_NO_THROW(p.validate());
+  p.stride.w += 1;
+  expect_invalid(p, {"stride_w", "1073741312", "exceeds 2^31 - 1"});
+}
+
+TEST(ProblemValidate, ParametersBeyond32BitsAreRejected) {
+  Problem p = small_problem();
+  p.stride = {int64_t(1) << 31, 1};
+  expect_invalid(p, {"stride", "(2147483648, 1)", "2^31 - 1"});
+  Problem q = small_problem();
+  q.out_channels = 2147483647 - 1024 + 1;
+  q.groups = 1;
+  expect_invalid(q, {"out_channels", "2147482624"});
+}
+
+TEST(ProblemValidate, PlaneOf2To31ElementsIsRejectedAndOneBelowTheLimitIsValid) {
+  Problem p = small_problem();
+  p.in_h = 65536;
+  p.in_w = 32768;  // 2^31 elements in an input plane
+  p.kernel_size = {1, 1};
+  expect_invalid(p, {"in_h*in_w", "2147483648"});
+  p.in_h = p.in_w = 46340;  // 2147395600 <= 2^31 - 1 - 1024
+  EXPECT_NO_THROW(p.validate());
+}
+
+TEST(ProblemValidate, TensorsBeyond2To62ElementsAreRejected) {
+  Problem p = small_problem();
+  p.batch = int64_t(1) << 40;
+  p.in_channels = p.out_channels = 2048;
+  p.in_h = 2048;
+  p.in_w = 2;
+  p.kernel_size = {1, 1};  // x: 2^40 * 2^11 * 2^11 * 2 = 2^63 elements
+  expect_invalid(p, {"x would have", "2^62"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host memory: the ladder's estimate for a problem and the message when it does not fit.
+
+TEST(HostMemory, ParsesMemAvailableAndCgroupLimits) {
+  EXPECT_EQ(ladder::meminfo_available_bytes("MemTotal:  100 kB\nMemFree: 1 kB\nMemAvailable:    2048 kB\n"),
+            2048.0 * 1024.0);
+  EXPECT_EQ(ladder::meminfo_available_bytes("MemTotal:  100 kB\n"), -1.0);
+  EXPECT_EQ(ladder::cgroup_limit_bytes("max\n"), -1.0);                  // v2: no limit
+  EXPECT_EQ(ladder::cgroup_limit_bytes("9223372036854771712\n"), -1.0);  // v1: no limit
+  EXPECT_EQ(ladder::cgroup_limit_bytes(""), -1.0);
+  EXPECT_EQ(ladder::cgroup_limit_bytes("17179869184\n"), 17179869184.0);
+}
+
+TEST(HostMemory, UsableIsTheTighterOfMeminfoAndTheCgroup) {
+  ladder::HostMemory m;
+  EXPECT_EQ(m.usable(), std::numeric_limits<double>::infinity());  // nothing known: no limit
+  m.available = 10e9;
+  EXPECT_EQ(m.usable(), 10e9);
+  m.cgroup_limit = 8e9;
+  m.cgroup_usage = 3e9;
+  EXPECT_EQ(m.usable(), 5e9);
+  m.cgroup_usage = 9e9;  // over the limit already
+  EXPECT_EQ(m.usable(), 0.0);
+}
+
+TEST(HostMemory, ProbeReadsThisMachine) {
+  const ladder::HostMemory m = ladder::probe_host_memory();
+  if (m.available < 0) GTEST_SKIP() << "no /proc/meminfo here: " << m.describe();
+  EXPECT_GT(m.usable(), 0.0) << m.describe();
+}
+
+TEST(HostMemory, EstimateCountsXTheOracleAndTheLiteralStage) {
+  Problem p = Problem::kernelbench();
+  p.batch = 200000;
+  const ladder::HostMemoryNeed need = ladder::ladder_host_memory_need(p, 7, false);
+  ASSERT_FALSE(need.items.empty());
+  EXPECT_EQ(need.items.front().what, "x");  // largest first
+  EXPECT_EQ(need.items.front().bytes, 4.0 * 200000 * 64 * 512 * 512);  // 13.42 TB
+  // The rest (oracle R: 8 * 200000 * 64 * 9 = 0.92 GB, outputs, weights) is small next to x.
+  EXPECT_GT(need.total(), need.items.front().bytes);
+  EXPECT_LT(need.total(), 1.01 * need.items.front().bytes);
+
+  // Stage 00 materializes the convT output in fp64: 8 * 16 * 128 * 514 * 514 = 4.33 GB.
+  const ladder::HostMemoryNeed literal = ladder::ladder_host_memory_need(Problem::kernelbench(), 1, true);
+  bool found = false;
+  for (const ladder::HostMemoryItem& i : literal.items)
+    if (i.what.find("convT output") != std::string::npos) {
+      found = true;
+      EXPECT_EQ(i.bytes, 8.0 * 16 * 128 * 514 * 514);
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(HostMemory, TooLargeARunStopsWithBothNumbers) {
+  Problem p = Problem::kernelbench();
+  p.batch = 200000;
+  ladder::HostMemory have;
+  have.available = 23.1e9;
+  try {
+    ladder::check_host_memory(ladder::ladder_host_memory_need(p, 7, false), have);
+    ADD_FAILURE() << "a 13 TB run passed on a 23 GB machine";
+  } catch (const ladder::HostMemoryError& e) {
+    const std::string msg = e.what();
+    for (const char* needle : {"host memory", "13.4", "TB", "x 13.42 TB", "23.10 GB available", "MemAvailable"})
+      EXPECT_NE(msg.find(needle), std::string::npos) << "message lacks '" << needle << "': " << msg;
+  }
+  // The KernelBench problem itself (about 1.2 GB) fits.
+  EXPECT_NO_THROW(ladder::check_host_memory(ladder::ladder_host_memory_need(Problem::kernelbench(), 7, false), have));
+  EXPECT_NO_THROW(ladder::check_host_memory(ladder::ladder_host_memory_need(p, 7, false), ladder::HostMemory{}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Provenance parsers.
+
+TEST(Provenance, DriverReleaseFromProcText) {
+  EXPECT_EQ(ladder::nvidia_driver_release(
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+                "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"),
+            "550.54.15");
+  EXPECT_EQ(ladder::nvidia_driver_release(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  (dvs-builder@U16)\n"),
+            "580.65.06");
+  EXPECT_EQ(ladder::nvidia_driver_release(""), "");
+  EXPECT_EQ(ladder::cuda_version_string(13000), "13.0");
+  EXPECT_EQ(ladder::cuda_version_string(12080), "12.8");
+  EXPECT_EQ(ladder::cuda_version_string(0), "none");
 }
 
 TEST(ProblemDistribution, ParsesTheThreeNamesAndRoundTrips) {

@@ -7,7 +7,12 @@ Inputs (all in one results directory, default results/, or $LADDER_RESULTS_DIR):
     their "stages" and "floor_ms" keys. Schema: ladder/report.cpp, write_json().
   * optionally scripts/compare_pytorch.py --json outputs (e.g. results/pytorch_h200.json):
     recognised by "timings" and "meta" keys; a skipped run ({"skipped": true}) is ignored.
-Other JSON files, unknown keys and missing optional keys are tolerated.
+  * optionally ladder/floor_sweep.cu outputs (results/floor_sweep_<gpu>.txt: "key: value" lines,
+    then a table, per section) and the Nsight Compute metrics of the floor kernel
+    (profiles/data/floor_streaming_read.txt: "# device: ..." and CSV rows from ncu --csv), matched
+    to a ladder run by GPU name.
+Other JSON files, unknown keys and missing optional keys are tolerated. Older ladder JSONs lack
+"provenance", "timing", the *_min / *_max spreads and "computes_conv"; each is optional here.
 
 Every number this module returns is read from those files or computed from them; the only
 constants are the FP32 peak table below, used for the roofline and for "% of FP32 peak".
@@ -15,6 +20,8 @@ constants are the FP32 peak table below, used for the roofline and for "% of FP3
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -55,6 +62,14 @@ def results_dir(arg: str | os.PathLike | None = None) -> Path:
     return Path(env) if env else REPO_ROOT / "results"
 
 
+def _rel(path: Path) -> str:
+    """`path` relative to the repository where it lies inside it, else its name."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return Path(path).name
+
+
 def _num(v, default=None):
     """A finite float, or `default` (None, NaN, strings and missing keys are all 'no number')."""
     try:
@@ -78,6 +93,12 @@ class Stage:
     passed_previous: bool | None = None
     max_abs_pooled: float | None = None
     max_abs_y: float | None = None
+    # Whether the stage does the convolution's arithmetic (the JSON's "computes_conv", a fact of
+    # the stage); None where the file does not say (load() then borrows it from another file).
+    computes_conv: bool | None = None
+    total_min: float | None = None  # spread of the total over the timed repetitions
+    total_max: float | None = None
+    phase_spread: dict = field(default_factory=dict)  # phase name -> (min, max), phases marked once
 
     @property
     def label(self) -> str:
@@ -114,11 +135,37 @@ class PyTorchRun:
 
 
 @dataclass
+class FloorSweep:
+    """One section of a floor_sweep output: the device, its DRAM peak, and the best launch."""
+    path: Path
+    info: dict  # the section's "key: value" lines (device, dram_peak_gbps, l2_flush, best, ...)
+
+    @property
+    def gpu_name(self) -> str:
+        return str(self.info.get("device", "")).split(",")[0].strip()
+
+    def num(self, key: str) -> float | None:
+        """The value's leading number ("bytes: 1073741824 (268435456 floats)" -> 1073741824.0)."""
+        return _num(str(self.info.get(key, "")).split(" ")[0])
+
+
+@dataclass
+class NcuFloor:
+    """Nsight Compute metrics of the floor kernel: metric name -> median over the profiled launches."""
+    path: Path
+    device: str
+    config: str
+    metrics: dict
+
+
+@dataclass
 class LadderRun:
     path: Path
     data: dict
     stages: list
     pytorch: PyTorchRun | None = None
+    floor_sweeps: list = field(default_factory=list)  # FloorSweep sections for this GPU
+    ncu_floor: NcuFloor | None = None
 
     # --- identity -------------------------------------------------------------------------------
     @property
@@ -182,6 +229,80 @@ class LadderRun:
         v = _num(self.data.get("cub_pool_ms"))
         return v if v and v > 0 else None
 
+    def spread(self, key: str) -> tuple[float | None, float | None]:
+        """(min, max) of a top-level timed figure ("floor_ms", "cub_pool_ms") where recorded."""
+        return _num(self.data.get(key + "_min")), _num(self.data.get(key + "_max"))
+
+    @property
+    def x_bytes(self) -> float | None:
+        p = self.problem
+        try:
+            return 4.0 * p["batch"] * p["in_channels"] * p["in_h"] * p["in_w"]
+        except (KeyError, TypeError):
+            return None
+
+    # --- provenance -----------------------------------------------------------------------------
+    @property
+    def provenance(self) -> dict:
+        return self.data.get("provenance") or {}
+
+    @property
+    def timing(self) -> dict:
+        return self.data.get("timing") or {}
+
+    def provenance_line(self) -> str:
+        """One line: commit, driver, CUDA, nvcc, CPU, repetitions; says so where not recorded."""
+        pv, tm = self.provenance, self.timing
+        if not pv and not tm:
+            return "Provenance not recorded (this file predates the ladder's provenance fields)."
+        parts = []
+        commit = str(pv.get("git_commit") or "")
+        if commit:
+            dirty = pv.get("git_dirty")
+            parts.append(f"commit {commit[:12]}" + (" with uncommitted changes" if dirty == "yes" else
+                                                    " (clean)" if dirty == "no" else ""))
+        if pv.get("driver_release"):
+            parts.append(f"driver {pv['driver_release']}"
+                         + (f" (CUDA {pv['driver_cuda_version']})" if pv.get("driver_cuda_version") else ""))
+        if pv.get("cuda_runtime_version"):
+            parts.append(f"CUDA runtime {pv['cuda_runtime_version']}")
+        if pv.get("nvcc_version"):
+            parts.append(f"nvcc {pv['nvcc_version']}")
+        if pv.get("host_cpu"):
+            parts.append(f"CPU {pv['host_cpu']}")
+        if tm.get("reps") is not None:
+            rep = f"{tm['reps']} timed repetitions after {tm.get('warmup', '?')} warm-up"
+            if "flush_l2" in tm:
+                rep += ", L2 flushed before each" if tm["flush_l2"] else ", L2 not flushed (warm cache)"
+            parts.append(rep)
+        if pv.get("date_utc"):
+            parts.append(f"run {pv['date_utc']}")
+        missing = [k for k in ("git_commit", "driver_release", "nvcc_version", "host_cpu") if not pv.get(k)]
+        line = "Provenance: " + "; ".join(parts) + "."
+        return line + (f" Not recorded: {', '.join(missing)}." if missing else "")
+
+    # --- DRAM peak and what the floor reached -----------------------------------------------------
+    def dram_peak(self) -> tuple[float | None, str]:
+        """(specified DRAM GB/s, how it was obtained): the ladder's own record if the JSON has one,
+        else a floor_sweep output for this GPU; (None, reason) otherwise."""
+        v = _num(self.data.get("dram_peak_gbps"))
+        if v and v > 0:
+            return v, str(self.data.get("dram_peak_formula") or "recorded by the ladder").split(" = ")[0]
+        for fs in self.floor_sweeps:
+            v = fs.num("dram_peak_gbps")
+            if v and v > 0:
+                how = str(fs.info.get("dram_peak_formula") or "").split(" = ")[0]
+                where = _rel(fs.path)
+                return v, f"{how}, from {where}" if how else f"from {where}"
+        return None, "DRAM peak not recorded for this GPU"
+
+    def sweep_for_this_size(self, flush: str) -> FloorSweep | None:
+        """The floor_sweep section timed with this L2 flush over as many bytes as this run's x."""
+        for fs in self.floor_sweeps:
+            if str(fs.info.get("l2_flush", "")).split(" ")[0] == flush and fs.num("bytes") == self.x_bytes:
+                return fs
+        return None
+
     def cub_gbps(self) -> float | None:
         b = self.cost("pool", "bytes")
         return b / self.cub_pool_ms / 1e6 if b and self.cub_pool_ms else None
@@ -220,9 +341,12 @@ class LadderRun:
     def fused_kind(self, s: Stage) -> str | None:
         """For a fused stage: 'compute' if doing the literal convolution's flops in its time is
         physically possible on this GPU, else 'memory' (it changed the algorithm: fewer flops).
-        None for stages that report separate phases."""
+        The JSON's computes_conv decides where known; the physical test is the fallback for files
+        that lack it. None for stages that report separate phases."""
         if not s.fused or not s.total_ms:
             return None
+        if s.computes_conv is not None:
+            return "compute" if s.computes_conv else "memory"
         flops = self.cost("fused", "flops") or self.cost("conv", "flops")
         if not flops:
             return "memory"
@@ -245,7 +369,10 @@ class LadderRun:
         return b / s.total_ms / 1e6 if b and s.total_ms and s.fused else None
 
     def tflops(self, s: Stage) -> float | None:
-        """The stage's convolution throughput: conv phase, or a compute-bound fused stage."""
+        """The stage's convolution throughput: conv phase, or a compute-bound fused stage. None
+        for a stage that does not do the convolution's arithmetic (computes_conv false)."""
+        if s.computes_conv is False:
+            return None
         return self.conv_tflops(s) if not s.fused else self.fused_tflops(s)
 
     def gbps(self, s: Stage) -> float | None:
@@ -285,10 +412,19 @@ class LadderRun:
 
 def _stage_from_json(st: dict) -> Stage:
     phases: dict = {}
+    spread: dict = {}
+    marks: dict = {}
     for ph in st.get("phases") or []:
         name, ms = str(ph.get("phase", "?")), _num(ph.get("ms"))
         if ms is not None:
             phases[name] = phases.get(name, 0.0) + ms
+            marks[name] = marks.get(name, 0) + 1
+            lo, hi = _num(ph.get("ms_min")), _num(ph.get("ms_max"))
+            if lo is not None and hi is not None:
+                spread[name] = (lo, hi)
+    # A phase marked several times has a summed median; the sum of its minima is no minimum.
+    spread = {k: v for k, v in spread.items() if marks.get(k) == 1}
+    cc = st.get("computes_conv")
     vo = st.get("vs_oracle") or {}
     vp = st.get("vs_previous") or {}
     return Stage(
@@ -298,7 +434,75 @@ def _stage_from_json(st: dict) -> Stage:
         passed=vo.get("pass") if "pass" in vo else None,
         passed_previous=vp.get("pass") if "pass" in vp else None,
         max_abs_pooled=_num(vo.get("max_abs_pooled")), max_abs_y=_num(vo.get("max_abs_y")),
+        computes_conv=cc if isinstance(cc, bool) else None,
+        total_min=_num(st.get("total_ms_min")), total_max=_num(st.get("total_ms_max")), phase_spread=spread,
     )
+
+
+def _fill_computes_conv(ladders: list) -> None:
+    """Stages of files without "computes_conv" borrow it, by stage id, from the newest file that
+    records it (newest by provenance date, then file name): it is a fact of the stage."""
+    def newest_first(run):
+        return (str(run.provenance.get("date_utc") or ""), run.path.name)
+
+    known: dict = {}
+    for run in sorted(ladders, key=newest_first):  # oldest first: newer files overwrite
+        for s in run.stages:
+            if s.computes_conv is not None:
+                known[s.id] = s.computes_conv
+    for run in ladders:
+        for s in run.stages:
+            if s.computes_conv is None and s.id in known:
+                s.computes_conv = known[s.id]
+
+
+def load_floor_sweeps(directory) -> list:
+    """Every section of results/floor_sweep_*.txt as a FloorSweep (its "key: value" lines)."""
+    out = []
+    for path in sorted(Path(directory).glob("floor_sweep_*.txt")):
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        info: dict = {}
+        for line in text.splitlines() + ["## end"]:
+            if line.startswith("## "):
+                if info.get("device"):
+                    out.append(FloorSweep(path, info))
+                info = {}
+            m = re.match(r"^([a-z_0-9]+): (.*)$", line)
+            if m:
+                info[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def load_ncu_floor(path: Path | None = None) -> NcuFloor | None:
+    """The first configuration's metrics in profiles/data/floor_streaming_read.txt (medians over
+    the profiled launches), or None if the file is missing or unreadable."""
+    path = path or REPO_ROOT / "profiles" / "data" / "floor_streaming_read.txt"
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    device, config, rows = "", "", []
+    for line in text.splitlines():
+        if line.startswith("# device:"):
+            device = line.split(":", 1)[1].strip()
+        elif line.startswith("## config"):
+            if config:
+                break
+            config = line[len("## config"):].strip()
+        elif line.startswith('"') and config:
+            rows.append(line)
+    values: dict = {}
+    for r in csv.DictReader(io.StringIO("\n".join(rows))):  # rows[0] is the block's CSV header
+        v = _num(str(r.get("Metric Value", "")).replace(",", ""))
+        if v is not None:
+            values.setdefault(r.get("Metric Name"), []).append(v)
+    if not device or not values:
+        return None
+    med = {k: sorted(v)[len(v) // 2] for k, v in values.items()}
+    return NcuFloor(path, device, config, med)
 
 
 def _same_problem(ladder: dict, torch_meta: dict) -> bool:
@@ -338,6 +542,13 @@ def load(directory=None, warn=True):
             if t.device and t.device.strip() == run.gpu_name and _same_problem(run.data, t.meta):
                 run.pytorch = t
                 break
+    _fill_computes_conv(ladders)
+    sweeps = load_floor_sweeps(d)
+    ncu = load_ncu_floor()
+    for run in ladders:
+        run.floor_sweeps = [fs for fs in sweeps if fs.gpu_name == run.gpu_name]
+        if ncu and ncu.device == run.gpu_name:
+            run.ncu_floor = ncu
     return ladders
 
 
@@ -349,6 +560,15 @@ def fmt_ms(v) -> str:
     if v >= 1000:
         return f"{v:,.0f}"
     return f"{v:.4g}" if v >= 0.01 else f"{v:.2g}"
+
+
+def fmt_spread(v, lo, hi) -> str:
+    """ "0.2501 (0.249-0.253)": a median with its min-max where both are known and differ."""
+    if v is None:
+        return "-"
+    if lo is None or hi is None or fmt_ms(lo) == fmt_ms(hi):
+        return fmt_ms(v)
+    return f"{fmt_ms(v)} ({fmt_ms(lo)}-{fmt_ms(hi)})"
 
 
 def fmt_ratio(v) -> str:
@@ -380,7 +600,7 @@ def stage_rows(run: LadderRun) -> list:
             comp, comp_same = run.vs_pytorch(s, "compile")
             r.update({
                 **{f"{ph}_ms": s.ms(ph) for ph in PHASES},
-                "total_ms": s.total_ms, "tflops": tf,
+                "total_ms": s.total_ms, "total_min": s.total_min, "total_max": s.total_max, "tflops": tf,
                 "pct_fp32_peak": 100 * tf / peak if tf and peak else None,
                 "gbps": run.gbps(s), "x_floor": run.multiple_of_floor(s) if s.gpu else None,
                 "vs_previous": prev.get(s.id), "vs_eager": eager, "vs_eager_same_run": eager_same,

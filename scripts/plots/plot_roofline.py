@@ -9,7 +9,10 @@ in the same run (floor_gbps); the flat roof is the FP32 FMA peak, SMs x 128 lane
 (ladder_results.BOOST_CLOCK_GHZ; LADDER_PEAK_TFLOPS overrides it). Points: each stage's conv and
 pool phases, and fused stages that do the convolution's arithmetic.
 Right: GB/s of the memory-bound work (pool phases, the CUB baseline, fused stages that skip the
-convolution's arithmetic) against the floor's GB/s.
+convolution's arithmetic) against the floor's GB/s, and the specified DRAM peak where known
+(LadderRun.dram_peak: the JSON's dram_peak_gbps, else a results/floor_sweep_*.txt of this GPU).
+Points and bars follow the JSON's computes_conv: a stage that skips the convolution's arithmetic
+is never placed on the roofline as if it had done it.
 """
 
 from __future__ import annotations
@@ -107,9 +110,14 @@ def draw(run: lr.LadderRun):
             bx.annotate(txt, (v, yi), textcoords="offset points", xytext=(3, 0), va="center", fontsize=7.5)
         bx.set_yticks(list(y), labels, fontsize=8)
         bx.set_ylim(max(len(bars), 5) - 0.5, -0.5)
-        bx.set_xlim(0, max(vals) * 1.45)
+        dram, _ = run.dram_peak()
+        bx.set_xlim(0, max(list(vals) + ([dram] if dram else [])) * 1.45)
         if bw:
-            bx.axvline(bw, color=c.FLOOR_COLOR, linestyle="--", linewidth=1)
+            bx.axvline(bw, color=c.FLOOR_COLOR, linestyle="--", linewidth=1, label="floor (same run)")
+        if dram:
+            bx.axvline(dram, color="0.3", linestyle=":", linewidth=1.2,
+                       label=f"DRAM peak (specified) {lr.fmt_rate(dram)} GB/s")
+        bx.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
     bx.set_xlabel("GB/s (bytes that must move / time)")
     bx.set_title("Memory-bound work against the floor", fontsize=10)
     return fig

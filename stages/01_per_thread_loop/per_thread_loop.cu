@@ -50,7 +50,8 @@ void run(const GpuStageArgs& a) {
 const StageDescriptor& stage_01_descriptor() {
   static const StageDescriptor d{"01", "per_thread_loop",
                                  "naive GPU port: thread per output, thread per plane, thread per sample",
-                                 nullptr, workspace_bytes, run};
+                                 nullptr, workspace_bytes, run, /*computes_conv=*/true,
+                                 /*deterministic=*/true};  // every sum in one thread, in order
   return d;
 }
 

@@ -1,5 +1,6 @@
 // Stage 06: pool before conv. The convolution is linear, so its global mean needs only a few
-// sums of x per input plane (brief, section 3):
+// sums of x per input plane (docs/problem.md, "Pooling before convolving: the linearity
+// identity"):
 //
 //   pooled[n,co] = cb[co] + 1/(Hout*Wout) * sum_{ci in group(co)} sum_{kh,kw}
 //                                             w[ci, co mod Cout/g, kh, kw] * R[n,ci,kh,kw]
@@ -9,13 +10,15 @@
 // output. With padding 0 every tap sees the whole plane and R is the plane sum; with padding a
 // few border rows and columns drop out, and R = plane sum - border frame (strips and corners).
 //
-// One launch does everything (after a small memset of counters and accumulators):
+// One launch does everything (after a small memset of counters):
 //  - every block streams one chunk of one (n, ci) plane with 16-byte loads and writes its sum;
 //  - the last block to finish a plane adds the chunk sums in a fixed order, forms R for every
-//    tap (re-reading only the border frames), and adds sum_taps w*R into pooled[n, co] for the
-//    co of its group (fp64 atomics, one per (plane, co));
-//  - the last plane of a sample runs the epilogue: + conv bias, mean, + bias, log-sum-exp over
-//    co, x scale.
+//    tap (re-reading only the border frames), and writes sum_taps w*R for each co of its group
+//    to its own workspace slot (n, ci, co);
+//  - the last plane of a sample adds those slots over ci in a fixed order and runs the
+//    epilogue: + conv bias, mean, + bias, log-sum-exp over co, x scale.
+// No floating-point atomics: every sum has an order fixed by the problem alone (not by which
+// block finishes when), so two runs give the same bits.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -118,11 +121,12 @@ struct FusedParams {
   float scale;
 };
 
-/// Workspace arrays (layout in make_layout). The first three are zeroed before each launch.
+/// Workspace arrays (layout in make_layout). The two counters are zeroed before each launch;
+/// every other slot is written before it is read.
 struct Workspace {
   unsigned* plane_done;   // (N*Cin)        chunks of the plane finished
   unsigned* sample_done;  // (N)            planes of the sample finished
-  double* pooled_acc;     // (N, Cout)      sum_{ci,taps} w*R, fp64
+  double* contrib;        // (N*Cin, Cout/g) sum_taps w*R of plane (n, ci) for each co of its group
   float* chunk_sum;       // (N*Cin, chunks_per_plane)
   float* tap_sum;         // (N*Cin, kH*kW) R
 };
@@ -187,28 +191,33 @@ __device__ inline float rect_partial(const float* __restrict__ plane, int W, Rec
 /// Outputs pooled (N, Cout) and y (N). Grid: one block of kBlock threads per (plane, chunk),
 /// plane = n*Cin + ci, blockIdx.x = plane*chunks_per_plane + chunk; offsets into x are 64-bit.
 ///
-/// The formula is the linearity identity of brief section 3 (see the top of this file):
+/// The formula is the linearity identity of docs/problem.md (see the top of this file):
 ///  1. every block sums its chunk of x (the only pass over x: one read of every element) and
 ///     writes the sum to chunk_sum; a counter per plane finds the block that finishes last;
 ///  2. that block adds the chunk sums in chunk order (S, the plane sum), then per tap forms
 ///     R = S (no border), 0 (no input), the window sum, or S - the border frame (plan_tap),
 ///     re-reading only the rectangles involved, and stores R in tap_sum;
-///  3. it contracts: acc[n, co] += sum_taps w[ci, co mod Cout/g, tap] * R[tap] for the Cout/g
-///     outputs of its group, with one fp64 atomicAdd per co (the order of those adds varies from
-///     run to run, but at fp64 precision that moves pooled by far less than an fp32 ulp);
-///  4. a counter per sample finds the last plane of sample n; that block writes
+///  3. it contracts: contrib[n, ci, j] = sum_taps w[ci, j, tap] * R[tap] (fp64) for the Cout/g
+///     outputs j of its group: a plain store to a slot of its own, no atomics;
+///  4. a counter per sample finds the last plane of sample n; that block sums, per co, the
+///     Cin/g slots of its group in a fixed order (warp w adds ci = w, w + 8, ... in turn, then
+///     the 8 warp sums are added in warp order), writes
 ///     pooled[n, co] = cb[co] + acc[n, co] / (Hout*Wout) and
 ///     y[n] = scale * logsumexp_co(pooled[n, co] + bias[co]) (stable online log-sum-exp with
-///     torch's inf/NaN rules, warp shuffles and one slot per warp).
+///     torch's inf/NaN rules, a pair per lane of warp 0 merged with shuffles).
+/// Why slots and not fp64 atomics (one per (plane, co)): atomics add in arrival order, which
+/// changes from run to run, and so do the low bits of pooled. The slots cost 8 bytes per
+/// (n, ci, co) of workspace (1 MiB at the KernelBench size) and, in the last block of each
+/// sample, a read of Cin/g slots per channel (64 KiB there) instead of one accumulator.
 /// Publishing follows the classic last-block pattern: write, __threadfence, atomicAdd; the
 /// block that sees the final count fences again and reads the others' results through L2
-/// (__ldcg). The counters and acc are zeroed by run() before the launch.
+/// (__ldcg). The counters are zeroed by run() before the launch.
 __global__ void __launch_bounds__(kBlock)
     pool_before_conv_fused(FusedParams p, const float* __restrict__ x, const float* __restrict__ weight,
                            const float* __restrict__ conv_bias, const float* __restrict__ bias,
                            Workspace ws, float* __restrict__ pooled, float* __restrict__ y) {
   __shared__ float scratch[kWarps];
-  __shared__ float lse_max[kWarps], lse_sum[kWarps];
+  __shared__ double slice[kWarps][32];
   __shared__ int last_of_plane, last_of_sample;
 
   const ConvParams& c = p.conv;
@@ -267,14 +276,13 @@ __global__ void __launch_bounds__(kBlock)
   // 3. Contract with the weights of this input channel.
   const int ci = plane % c.in_channels;
   const int n = plane / c.in_channels;
-  const int g = ci / c.in_per_group;
   const float* w_ci = weight + int64_t(ci) * c.out_per_group * p.taps;
-  double* acc_n = ws.pooled_acc + int64_t(n) * c.out_channels + int64_t(g) * c.out_per_group;
+  double* contrib = ws.contrib + int64_t(plane) * c.out_per_group;  // plane = n*Cin + ci
   for (int j = threadIdx.x; j < c.out_per_group; j += kBlock) {
     const float* w = w_ci + int64_t(j) * p.taps;
     double a = 0.0;
     for (int t = 0; t < p.taps; ++t) a += double(__ldg(w + t)) * double(R[t]);
-    atomicAdd(acc_n + j, a);
+    contrib[j] = a;
   }
   __threadfence();
   __syncthreads();
@@ -286,27 +294,41 @@ __global__ void __launch_bounds__(kBlock)
   if (!last_of_sample) return;
   __threadfence();
 
-  // 4. Epilogue for sample n.
+  // 4. Epilogue for sample n, 32 channels at a time: lane l takes channel base + l, warp w
+  //    sums its slots ci = w, w + kWarps, ... (coalesced: consecutive lanes, consecutive co),
+  //    warp 0 adds the kWarps slices in warp order and folds the channel into its lse pair.
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) / 32;
   float m = -INFINITY, s = 0.0f;
-  for (int co = threadIdx.x; co < c.out_channels; co += kBlock) {
-    const int64_t i = int64_t(n) * c.out_channels + co;
-    const float pv = float(double(__ldg(conv_bias + co)) + __ldcg(ws.pooled_acc + i) * p.inv_out_plane);
-    pooled[i] = pv;
-    lse_push(m, s, pv + __ldg(bias + co));
+  for (int base = 0; base < c.out_channels; base += 32) {
+    const int co = base + lane;
+    double slot_sum = 0.0;
+    if (co < c.out_channels) {
+      const int gco = co / c.out_per_group;
+      const double* src = ws.contrib + (int64_t(n) * c.in_channels + int64_t(gco) * c.in_per_group) * c.out_per_group +
+                          (co - gco * c.out_per_group);
+      // 4 loads in flight: 8 would take 42 registers instead of 40, 5 resident blocks per SM
+      // instead of 6 for the streaming pass.
+#pragma unroll 4
+      for (int k = warp; k < c.in_per_group; k += kWarps) slot_sum += __ldcg(src + int64_t(k) * c.out_per_group);
+    }
+    slice[warp][lane] = slot_sum;
+    __syncthreads();
+    if (warp == 0 && co < c.out_channels) {
+      double acc = 0.0;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) acc += slice[w][lane];
+      const float pv = float(double(__ldg(conv_bias + co)) + acc * p.inv_out_plane);
+      pooled[int64_t(n) * c.out_channels + co] = pv;
+      lse_push(m, s, pv + __ldg(bias + co));
+    }
+    __syncthreads();  // slice is rewritten for the next 32 channels
   }
-  for (int off = 16; off > 0; off >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
-    lse_merge(m, s, m2, s2);
-  }
-  if ((threadIdx.x & 31) == 0) {
-    lse_max[threadIdx.x / 32] = m;
-    lse_sum[threadIdx.x / 32] = s;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float mt = lse_max[0], st = lse_sum[0];
-    for (int w = 1; w < kWarps; ++w) lse_merge(mt, st, lse_max[w], lse_sum[w]);
-    y[n] = p.scale * lse_finish(mt, st);
+  if (warp == 0) {
+    for (int off = 16; off > 0; off >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+      lse_merge(m, s, m2, s2);
+    }
+    if (lane == 0) y[n] = p.scale * lse_finish(m, s);
   }
 }
 
@@ -328,9 +350,9 @@ Chunking chunking(const Problem& p) {
   return {chunk, int((hw + chunk - 1) / chunk)};
 }
 
-/// Byte offsets of the workspace arrays; [0, zeroed) is cleared before every launch.
+/// Byte offsets of the workspace arrays; [0, zeroed) (the counters) is cleared before every launch.
 struct Layout {
-  size_t plane_done, sample_done, pooled_acc, chunk_sum, tap_sum, zeroed, total;
+  size_t plane_done, sample_done, contrib, chunk_sum, tap_sum, zeroed, total;
 };
 size_t align16(size_t b) { return (b + 15) / 16 * 16; }
 Layout make_layout(const Problem& p) {
@@ -338,15 +360,15 @@ Layout make_layout(const Problem& p) {
   Layout l{};
   l.plane_done = 0;
   l.sample_done = align16(l.plane_done + planes * sizeof(unsigned));
-  l.pooled_acc = align16(l.sample_done + size_t(p.batch) * sizeof(unsigned));
-  l.zeroed = l.pooled_acc + size_t(p.pooled_elems()) * sizeof(double);
-  l.chunk_sum = align16(l.zeroed);
+  l.zeroed = l.sample_done + size_t(p.batch) * sizeof(unsigned);
+  l.contrib = align16(l.zeroed);
+  l.chunk_sum = align16(l.contrib + planes * size_t(p.out_per_group()) * sizeof(double));
   l.tap_sum = align16(l.chunk_sum + planes * size_t(chunking(p).chunks_per_plane) * sizeof(float));
   l.total = l.tap_sum + planes * size_t(p.taps()) * sizeof(float);
   return l;
 }
 
-/// O(N*Cin*(taps + chunks_per_plane) + N*Cout): independent of the image size.
+/// O(N*Cin*(taps + chunks_per_plane + Cout/g)): independent of the image size.
 size_t workspace_bytes(const Problem& p) { return make_layout(p).total; }
 
 /// Host-side parameters; checks tap_span against valid_input_range (the oracle's) on every tap.
@@ -394,7 +416,7 @@ void run(const GpuStageArgs& a) {
   char* base = static_cast<char*>(a.workspace);
   const Workspace ws{reinterpret_cast<unsigned*>(base + l.plane_done),
                      reinterpret_cast<unsigned*>(base + l.sample_done),
-                     reinterpret_cast<double*>(base + l.pooled_acc),
+                     reinterpret_cast<double*>(base + l.contrib),
                      reinterpret_cast<float*>(base + l.chunk_sum), reinterpret_cast<float*>(base + l.tap_sum)};
   const long long blocks = (long long)p.batch * p.in_channels * f.chunks_per_plane;
   const unsigned grid = blocks_for(blocks * kBlock, kBlock, "pool_before_conv_fused");
@@ -411,7 +433,8 @@ void run(const GpuStageArgs& a) {
 const StageDescriptor& stage_06_descriptor() {
   static const StageDescriptor d{"06", "pool_before_conv",
                                  "linearity: pool x first (border strips), tiny contraction, one launch",
-                                 nullptr, workspace_bytes, run, /*computes_conv=*/false};
+                                 nullptr, workspace_bytes, run, /*computes_conv=*/false,
+                                 /*deterministic=*/true};
   return d;
 }
 
