@@ -12,7 +12,8 @@ What one run shows, and how it counts:
   oracle          a stage ran and disagreed with the fp64 oracle (or left NaN)
   sanitizer       compute-sanitizer reported an error (its --error-exitcode 99)
   stage error     a stage raised an error (a CUDA error such as an illegal address)
-  crash           exit 2, a signal, or no JSON: the program itself broke
+  crash           exit 2, a signal, or no JSON: the program itself broke (under a sanitizer,
+                  no JSON and no sanitizer error means the sanitizer broke: infrastructure)
 With --expect accept every run must be `pass`. With --expect reject the test passes at the first
 run that rejects: `oracle` or `sanitizer` always count; `stage error` and `crash` count only with
 --tool memcheck, where a bad access that brings the program down is the expected evidence.
@@ -144,6 +145,8 @@ def classify(run, tool):
             return "infra", f"compute-sanitizer printed no banner (exit {run.rc})"
         if run.rc == SANITIZER_EXIT:
             return "sanitizer", f"{tool}: {sanitizer_summary(run.output)}"
+        if run.report is None:  # neither an error report nor the program's: the sanitizer broke
+            return "infra", f"no JSON report and no {tool} error (exit {run.rc})"
     if run.rc < 0:
         return "crash", f"killed by signal {-run.rc}"
     if run.report is None:

@@ -4,33 +4,49 @@
     python3 scripts/compare_pytorch.py                      # KernelBench sizes, stages 04, 05, 06
     python3 scripts/compare_pytorch.py --small --stages 01,06 --json /tmp/cmp.json
 
-1. Builds the reference Model exactly as in the brief (nn.ConvTranspose2d, mean, + bias,
-   logsumexp, sum, * 10) at KernelBench's sizes (batch 16, 64 -> 128 channels, 512x512,
-   kernel 3, x = torch.rand; --small: batch 128, 3 -> 16, 32x32, x = torch.randn), seeded.
+1. Builds the reference Model, the problem's PyTorch code unchanged (nn.ConvTranspose2d, mean,
+   + bias, logsumexp, sum, * 10; docs/problem.md), at KernelBench's sizes (batch 16, 64 -> 128
+   channels, 512x512, kernel 3, x = torch.rand; --small: the first published sizes, batch 128,
+   3 -> 16, 32x32, x = torch.randn), seeded.
 2. JIT-builds the stages (python/conv_pool_ladder, torch.utils.cpp_extension) and runs each
    on the Model's own weight, conv bias and bias tensors, outputs poisoned with NaN first.
 3. Checks each stage against the Model computed in float64 on the same weights and input
    (a deep copy in double: the truth for these fp32 inputs, up to ~1e-16):
-     y:      |y - y64| <= 1e-4 (KernelBench's absolute tolerance);
+     y:      |y - y64| <= 1e-4 absolute. KernelBench checks fp32 outputs with
+             torch.allclose(atol=1e-4, rtol=1e-4) (atol = rtol = 1e-2 in its first version),
+             i.e. |y - ref| <= 1e-4 + 1e-4*|ref|: this check is stricter by the rtol term, and
+             its result under KernelBench's rule is reported too (kernelbench_allclose);
      pooled: |pooled - pooled64| <= lambda*sqrt(n)*u*magnitude + u*|pooled64|, the bound of
              common/tolerance.hpp: u = 2^-24, lambda = 8 (Higham & Mary's probabilistic bound,
              failure probability < 1e-8 per element), n = K + Hout*Wout + H*W + K with
              K = Cin/groups*kH*kW (the longest fp32 addition chain any stage forms), and
              magnitude[n,co] = |cb[co]| + sum_{ci in group(co)} sum_taps |w[ci,co',:,:]| * mean|x[n,ci]|,
              an upper bound of the mean of |terms| that the rounding errors scale with.
-   and against the fp32 eager Model: with TF32 off, y within 1e-4 (KernelBench's check; gating)
+   and against the fp32 eager Model: with TF32 off, y within 1e-4 (gating)
    and pooled as a multiple of twice the bound above (both sides fp32; reported, not gating,
    since cuDNN's algorithm is not one whose error the bound was derived for); with TF32 on
    (PyTorch's default for convolutions), both reported only: TF32 rounds the convolution's
    inputs to 10 mantissa bits, so the eager result itself can be 1e-4 away from the truth.
-   Where stage 06 is built, ModelNew (state_dict copied from the Model) is checked the same way.
-   The autograd.Function's backward (first derivatives, and second ones through a gradient
-   penalty) is checked against fp64 autograd on small random problems (stride, padding,
-   output_padding, dilation, groups).
+   Where ModelNew's stage (ModelNew.stage) is built, ModelNew (state_dict copied from the
+   Model) is checked the same way, and wrong tensors must raise the C++ checks' ValueError /
+   TypeError naming the tensor, through ModelNew's entry and through torch.ops (gating).
+   The registered operator's C++ backward (first derivatives, and second ones through a
+   gradient penalty) is checked against fp64 autograd on small random problems (stride,
+   padding, output_padding, dilation, groups), alternately through ModelNew's entry and
+   torch.ops; and ModelNew's parameter gradients against the fp64 Model's at the first sizes.
 4. Times, with CUDA events around each call, L2 flushed before each repetition (a write of twice
    the L2 size), after warm-up, median of --reps, all under torch.no_grad(): eager (TF32 conv,
    the default), eager with TF32 off, torch.compile (failures are reported, the run goes on),
    each stage, and ModelNew. Prints a table with the ratios and writes --json.
+5. Per call, as KernelBench times a model (kernelbench_timing), before step 4's timings: CUDA
+   events around one call, synchronize after each, no L2 flush, median of --per-call-reps after
+   --per-call-warmup, at the first KernelBench sizes and at the current ones whatever --small
+   says. ModelNew (grad mode on, as KernelBench calls model(x)), under torch.no_grad(), its
+   forward without nn.Module.__call__, the C++ entry with prebuilt arguments, the operator
+   through torch.ops, the stage alone, one tiny PyTorch op (the method's floor) and the eager
+   Model; with each, the call's host time and its GPU time alone. With the GPU idle at the start
+   event, a call that launches little is timed by its host work, which step 4 hides behind the
+   L2 flush. JSON: "per_call", and "model_new_per_call_us" per size.
 
 Skips (message, exit 0) where PyTorch is not importable or no CUDA device exists. Exit 1 when a
 gating check fails or the extension does not build. Progress goes to stderr, results to stdout.
@@ -55,7 +71,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FP32_U = 2.0 ** -24
 LAMBDA = 8.0
-Y_ATOL = 1e-4  # KernelBench's absolute tolerance on the output
+Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |y| (see above)
+KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
 _T0 = time.monotonic()
 
 
@@ -76,12 +93,15 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     p.add_argument("--compile-mode", default="default", help="torch.compile mode (default: 'default')")
-    p.add_argument("--no-grad-check", action="store_true", help="skip ModelNew's backward check")
+    p.add_argument("--no-grad-check", action="store_true", help="skip the backward checks")
+    p.add_argument("--no-per-call", action="store_true", help="skip the per-call (KernelBench-style) timing")
+    p.add_argument("--per-call-reps", type=int, default=100, help="per-call timing: calls timed (median reported)")
+    p.add_argument("--per-call-warmup", type=int, default=10, help="per-call timing: untimed calls first")
     p.add_argument("--graph", action="store_true", help="also time each stage replayed from a CUDA graph")
     p.add_argument("--verbose-build", action="store_true", help="show the ninja/nvcc build output")
     args = p.parse_args(argv)
-    if args.reps < 1 or args.warmup < 0:
-        p.error("--reps must be >= 1 and --warmup >= 0")
+    if args.reps < 1 or args.warmup < 0 or args.per_call_reps < 1 or args.per_call_warmup < 0:
+        p.error("--reps and --per-call-reps must be >= 1, --warmup and --per-call-warmup >= 0")
     return args
 
 
@@ -163,11 +183,12 @@ def compare(name, against, pooled, y, ref_pooled, ref_y, pooled_tol, gating, poo
     max_p, max_y = float(ep.max()), float(ey.max())
     ok_p = nan_p == 0 and ratio <= 1.0
     ok_y = nan_y == 0 and max_y <= Y_ATOL
+    kb_ok = nan_y == 0 and bool((ey <= KB_TOL + KB_TOL * ref_y.detach().double().abs()).all())
     passed = ok_y and (ok_p or not pooled_gating)
     return {
         "variant": name, "against": against, "max_abs_pooled": max_p, "pooled_worst_ratio_to_bound": ratio,
         "max_abs_y": max_y, "nan_mismatches": nan_p + nan_y, "pooled_within_bound": ok_p,
-        "y_within_1e-4": ok_y, "pass": passed, "gating": gating,
+        "y_within_1e-4": ok_y, "kernelbench_allclose": kb_ok, "pass": passed, "gating": gating,
     }
 
 
@@ -258,12 +279,14 @@ def _grads_close(t32, t64, names, out, prefix):
 
 
 def grad_check(torch, stage, seed, cases=8):
-    """stage_forward's y, gradients and gradients of a gradient penalty (fp32: the stage plus the
-    autograd.Function's backward) against autograd through F.conv_transpose2d -> mean -> + bias
-    -> logsumexp -> sum -> * 10 in float64, on small problems with random parameters."""
+    """The operator's y, gradients and gradients of a gradient penalty (fp32: the stage plus the
+    C++ backward) against autograd through F.conv_transpose2d -> mean -> + bias -> logsumexp ->
+    sum -> * 10 in float64, on small problems with random parameters. Even cases go through
+    ModelNew's entry (ops.stage_forward), odd ones through torch.ops; every fourth has no conv bias."""
     import torch.nn.functional as F
-    from conv_pool_ladder.ops import stage_forward
+    from conv_pool_ladder.ops import stage_forward, stage_op
 
+    op = stage_op(stage)
     rng = random.Random(seed)
     results = []
     geometries = [{"batch": 2, "groups": 1, "in_channels": 3, "out_channels": 4, "h": 8, "w": 7,
@@ -271,8 +294,7 @@ def grad_check(torch, stage, seed, cases=8):
                    "output_padding": (0, 0)}]
     geometries += [random_geometry(rng) for _ in range(cases - 1)]
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    names = ("x", "weight", "conv_bias", "bias")
-    for g in geometries:
+    for i, g in enumerate(geometries):
         cin, cout, groups = g["in_channels"], g["out_channels"], g["groups"]
         shapes = {"x": (g["batch"], cin, g["h"], g["w"]), "weight": (cin, cout // groups, *g["kernel"]),
                   "conv_bias": (cout,), "bias": (cout, 1, 1)}
@@ -280,32 +302,209 @@ def grad_check(torch, stage, seed, cases=8):
         grad_out = torch.randn(g["batch"], 1, device="cuda", generator=gen)
         geo = dict(stride=g["stride"], padding=g["padding"], output_padding=g["output_padding"],
                    dilation=g["dilation"], groups=groups)
-        case = {"geometry": g}
+        through_ops, no_conv_bias = i % 2 == 1, i % 4 == 3
+        names = ("x", "weight", "bias") if no_conv_bias else ("x", "weight", "conv_bias", "bias")
+        case = {"geometry": g, "entry": "torch.ops" if through_ops else "ModelNew's entry",
+                "conv_bias": not no_conv_bias}
+
+        def tensors(dtype):
+            t = {k: v.to(dtype, copy=True).requires_grad_(True) for k, v in base.items()}
+            if no_conv_bias:
+                t["conv_bias"] = None
+            return t
+
+        def forward(t):
+            if t["x"].dtype == torch.float64:
+                return _reference_y(torch, F, t, geo)
+            if through_ops:
+                return op(t["x"], t["weight"], t["conv_bias"], t["bias"], stage, geo["stride"], geo["padding"],
+                          geo["output_padding"], geo["dilation"], groups, 10.0)
+            return stage_forward(t["x"], t["weight"], t["conv_bias"], t["bias"], scale=10.0, stage=stage, **geo)
 
         # First order: dL/d(x, w, cb, bias) of L = sum(y * grad_out).
-        t32 = {k: v.clone().requires_grad_(True) for k, v in base.items()}
-        t64 = {k: v.double().requires_grad_(True) for k, v in base.items()}
-        y32 = stage_forward(t32["x"], t32["weight"], t32["conv_bias"], t32["bias"], scale=10.0, stage=stage, **geo)
-        y64 = _reference_y(torch, F, t64, geo)
+        t32, t64 = tensors(torch.float32), tensors(torch.float64)
+        y32, y64 = forward(t32), forward(t64)
         (y32 * grad_out).sum().backward()
         (y64 * grad_out.double()).sum().backward()
         case["max_abs_y"] = float((y32.detach().double() - y64.detach()).abs().max())
         ok = case["max_abs_y"] <= Y_ATOL and _grads_close(t32, t64, names, case, "grad_")
 
         # Second order: a gradient penalty, sum((dL/dx)^2), differentiated again.
-        t32 = {k: v.clone().requires_grad_(True) for k, v in base.items()}
-        t64 = {k: v.double().requires_grad_(True) for k, v in base.items()}
-        for t, dtype in ((t32, torch.float32), (t64, torch.float64)):
-            if dtype == torch.float32:
-                yy = stage_forward(t["x"], t["weight"], t["conv_bias"], t["bias"], scale=10.0, stage=stage, **geo)
-            else:
-                yy = _reference_y(torch, F, t, geo)
-            (gx,) = torch.autograd.grad((yy * grad_out.to(dtype)).sum(), t["x"], create_graph=True)
+        t32, t64 = tensors(torch.float32), tensors(torch.float64)
+        for t in (t32, t64):
+            (gx,) = torch.autograd.grad((forward(t) * grad_out.to(t["x"].dtype)).sum(), t["x"], create_graph=True)
             (gx * gx).sum().backward()
         ok = _grads_close(t32, t64, names, case, "penalty_grad_") and ok
         case["pass"] = ok
         results.append(case)
     return results
+
+
+def model_new_grad_check(torch, Model, ModelNew, seed):
+    """ModelNew's gradients (x and every parameter) at the first KernelBench sizes against the
+    float64 Model's, same weights, for L = sum(y * grad_out)."""
+    torch.manual_seed(seed)
+    n, cin, cout, h, w, k, _ = PROBLEMS["kernelbench_v1"]
+    model = Model(cin, cout, k, (cout, 1, 1)).cuda()
+    new = ModelNew(cin, cout, k, (cout, 1, 1)).cuda()
+    new.load_state_dict(model.state_dict())
+    m64 = copy.deepcopy(model).double()
+    x = torch.randn(n, cin, h, w, device="cuda")
+    grad_out = torch.randn(n, 1, device="cuda")
+    x32, x64 = x.clone().requires_grad_(True), x.double().requires_grad_(True)
+    (new(x32) * grad_out).sum().backward()
+    (m64(x64) * grad_out.double()).sum().backward()
+    t32 = {"x": x32, **{f"param {k}": v for k, v in new.named_parameters()}}
+    t64 = {"x": x64, **{f"param {k}": v for k, v in m64.named_parameters()}}
+    case = {"problem": "kernelbench_v1", "model": "ModelNew vs fp64 Model"}
+    case["pass"] = _grads_close(t32, t64, tuple(t32), case, "grad_")
+    return case
+
+
+def error_checks(torch, stage):
+    """Wrong tensors and parameters must raise the C++ checks' errors (ValueError / TypeError,
+    message naming the culprit), through ModelNew's entry (a CPython function in the extension)
+    and through torch.ops; and that entry with contiguous=True (ModelNew's call) must accept a
+    non-contiguous x and give the contiguous x's result."""
+    from conv_pool_ladder.ops import forward_entry, stage_op
+
+    fn, key = forward_entry(stage)
+    op = stage_op(stage)
+    good = {"x": torch.randn(2, 3, 8, 8, device="cuda"), "weight": torch.randn(3, 4, 3, 3, device="cuda"),
+            "conv_bias": torch.randn(4, device="cuda"), "bias": torch.randn(4, 1, 1, device="cuda"),
+            "stage": key, "stride": (1, 1), "padding": (0, 0), "output_padding": (0, 0), "dilation": (1, 1)}
+    misaligned = torch.randn(2 * 3 * 8 * 8 + 1, device="cuda")[1:].view(2, 3, 8, 8)
+    cases = [  # (what, changed arguments, exception, text the message must hold, torch.ops too)
+        ("x on the CPU", {"x": good["x"].cpu()}, ValueError, "x must be a CUDA tensor", True),
+        ("x float64", {"x": good["x"].double()}, TypeError, "x must be float32", True),
+        ("x not contiguous", {"x": good["x"].transpose(2, 3)}, ValueError, "x must be contiguous", True),
+        ("x misaligned", {"x": misaligned}, ValueError, "x must be 16-byte aligned", True),
+        ("x 3-D", {"x": good["x"][0]}, ValueError, "x must be 4-D", True),
+        ("weight on the CPU", {"weight": good["weight"].cpu()}, ValueError, "weight must be a CUDA tensor", True),
+        ("weight in_channels", {"weight": torch.randn(2, 4, 3, 3, device="cuda")}, ValueError, "weight.size(0)", True),
+        ("conv_bias shape", {"conv_bias": torch.randn(5, device="cuda")}, ValueError, "conv_bias must have shape", True),
+        ("bias shape", {"bias": torch.randn(4, 2, device="cuda")}, ValueError, "bias must have shape", True),
+        ("bias float16", {"bias": good["bias"].half()}, TypeError, "bias must be float32", True),
+        ("output_padding not below stride", {"output_padding": (1, 1)}, ValueError, "output_padding", True),
+        ("stride of three values", {"stride": (1, 1, 1)}, ValueError, "stride must have one value or two", False),
+        ("unknown stage", {"stage": "no_such_stage"}, ValueError, "is not in this build", True),
+    ]
+    results = []
+    for what, changes, exc, text, via_ops in cases:
+        a = {**good, **changes}
+        args = (a["x"], a["weight"], a["conv_bias"], a["bias"], a["stage"], a["stride"], a["padding"],
+                a["output_padding"], a["dilation"], 1, 10.0)
+        for entry, f in (("ModelNew's entry", fn), ("torch.ops", op)) if via_ops else (("ModelNew's entry", fn),):
+            rec = {"case": what, "entry": entry, "expected": f"{exc.__name__}: ...{text}..."}
+            try:
+                f(*args)
+                torch.cuda.synchronize()
+                rec.update(got="no error", **{"pass": False})
+            except Exception as e:  # the check is on the type and the message
+                msg = str(e).splitlines()[0] if str(e) else ""
+                rec.update(got=f"{type(e).__name__}: {msg}", **{"pass": isinstance(e, exc) and text in str(e)})
+            results.append(rec)
+    g = good
+    args = (g["weight"], g["conv_bias"], g["bias"], key, 1, 0, 0, 1, 1, 10.0)
+    y_ref = fn(g["x"], *args)
+    y_nc = fn(g["x"].transpose(2, 3).contiguous().transpose(2, 3), *args, True)
+    results.append({"case": "x not contiguous, contiguous=True", "entry": "ModelNew's entry",
+                    "expected": "the contiguous x's y", "got": f"max |difference| {float((y_nc - y_ref).abs().max()):.3g}",
+                    "pass": bool(torch.allclose(y_nc, y_ref, rtol=0.0, atol=Y_ATOL))})  # atomics: not bitwise
+    return results
+
+
+# ---- per call, as KernelBench times a model ----------------------------------------------------------
+
+PROBLEMS = {  # name: (batch, in_channels, out_channels, H, W, kernel_size, x distribution)
+    "kernelbench_v1": (128, 3, 16, 32, 32, 3, "randn"),  # the first published sizes
+    "kernelbench": (16, 64, 128, 512, 512, 3, "rand"),  # the current ones
+}
+
+
+def kernelbench_timing(torch, fn, warmup, reps):
+    """As KernelBench times a model: events recorded around one call, synchronize after each,
+    no L2 flush; microseconds. The GPU is idle at the start event, so the host's work during the
+    call counts. Also, per call: host_us, the call's wall time on the host (time.perf_counter),
+    and gpu_us, the same events with a spin kernel (torch.cuda._sleep) queued first so that the
+    host is far ahead: the GPU time of the call's work alone."""
+    for _ in range(warmup):
+        fn()
+        torch.cuda.synchronize()
+    us, host, gpu = [], [], []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        end.record()
+        torch.cuda.synchronize()
+        us.append(1000.0 * start.elapsed_time(end))
+        host.append(1e6 * (t1 - t0))
+    spin = getattr(torch.cuda, "_sleep", None)
+    for _ in range(reps if spin else 0):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        spin(2_000_000)  # clock cycles: about a millisecond, longer than any call's host time here
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        gpu.append(1000.0 * start.elapsed_time(end))
+    return {"median_us": statistics.median(us), "mean_us": statistics.fmean(us), "min_us": min(us),
+            "max_us": max(us), "host_median_us": statistics.median(host),
+            "gpu_median_us": statistics.median(gpu) if gpu else None, "reps": reps, "warmup": warmup}
+
+
+def per_call(torch, args, stage_key):
+    """ModelNew and its neighbours timed per call at both sizes (see the module docstring, 5.)."""
+    from conv_pool_ladder.models import Model, ModelNew
+    from conv_pool_ladder.ops import run_stage, stage_op
+
+    from conv_pool_ladder.ops import forward_entry
+
+    op = stage_op(stage_key)
+    entry, key = forward_entry(stage_key)
+    out = {"method": "CUDA events around one call, torch.cuda.synchronize() after each, no L2 flush "
+                     "(KernelBench's time_execution_with_cuda_event)",
+           "reps": args.per_call_reps, "warmup": args.per_call_warmup, "stage": stage_key, "problems": []}
+    for name, (n, cin, cout, h, w, k, dist) in PROBLEMS.items():
+        log(f"per call: {name}")
+        torch.manual_seed(args.seed)
+        model = Model(cin, cout, k, (cout, 1, 1)).cuda()
+        new = ModelNew(cin, cout, k, (cout, 1, 1)).cuda()
+        new.load_state_dict(model.state_dict())
+        x = (torch.rand if dist == "rand" else torch.randn)(n, cin, h, w, device="cuda")
+        ct = new.conv_transpose
+        entry_args = (x, ct.weight, ct.bias, new.bias, key, ct.stride, ct.padding, ct.output_padding, ct.dilation,
+                      ct.groups, 10.0, True)
+        tiny = torch.zeros(16, device="cuda")
+        variants = [  # (label, kind, grad mode, call); grad mode on is how KernelBench calls model(x)
+            ("ModelNew", "model_new", True, lambda: new(x)),
+            ("ModelNew, torch.no_grad()", "model_new_no_grad", False, lambda: new(x)),
+            ("ModelNew.forward, no nn.Module.__call__", "model_new_forward", True, lambda: new.forward(x)),
+            ("C++ entry, its arguments prebuilt", "entry", True, lambda: entry(*entry_args)),
+            ("operator through torch.ops", "torch_ops", True, lambda: op(*entry_args[:11])),
+            ("stage alone (run_stage, no autograd)", "stage", False,
+             lambda: run_stage(stage_key, x, ct.weight, ct.bias, new.bias)),
+            ("one tiny op (torch.neg, 16 floats)", "floor", True, lambda: torch.neg(tiny)),
+            ("PyTorch eager (TF32 conv, default)", "eager", True, lambda: model(x)),
+            ("PyTorch eager, torch.no_grad()", "eager_no_grad", False, lambda: model(x)),
+        ]
+        problem = {"name": name, "batch": n, "in_channels": cin, "out_channels": cout, "height": h, "width": w,
+                   "kernel_size": k, "x": f"torch.{dist}", "timings": []}
+        for label, kind, grad, fn in variants:
+            try:
+                with torch.set_grad_enabled(grad):
+                    t = kernelbench_timing(torch, fn, args.per_call_warmup, args.per_call_reps)
+            except Exception as e:
+                log(f"per call {name}, {label} failed: {type(e).__name__}: {e}")
+                problem["timings"].append({"variant": label, "kind": kind, "error": f"{type(e).__name__}: {e}"})
+                continue
+            t.update(variant=label, kind=kind, grad_enabled=grad)
+            problem["timings"].append(t)
+        out["problems"].append(problem)
+    return out
 
 
 # ---- main --------------------------------------------------------------------------------------------
@@ -332,7 +531,8 @@ def main(argv=None) -> int:
         "cudnn_allow_tf32_default": bool(torch.backends.cudnn.allow_tf32),
         "reps": args.reps, "warmup": args.warmup, "seed": args.seed,
     }
-    result = {"skipped": False, "meta": meta, "checks": [], "grad_checks": [], "timings": [], "notes": []}
+    result = {"skipped": False, "meta": meta, "checks": [], "grad_checks": [], "error_checks": [],
+              "timings": [], "notes": []}
 
     # Stages: the requested ones that have a GPU folder; the others are named and skipped.
     gpu_ids = [s.id for s in cpl.gpu_stages()]
@@ -347,6 +547,8 @@ def main(argv=None) -> int:
                 log(note)
                 result["notes"].append(note)
     meta["stages"] = stages
+    new_id = cpl.normalize_stage_id(ModelNew.stage)  # ModelNew names its stage; runs if it is built
+    meta["model_new_stage"] = f"{new_id} ({ModelNew.stage})"
     ext = None
     if stages:
         log(f"building the extension for stages {', '.join(stages)} (first build: a minute or two)")
@@ -387,6 +589,8 @@ def main(argv=None) -> int:
         meta["pooled_bound"] = {"u": FP32_U, "lambda": LAMBDA, "chain_length": chain,
                                 "min": float(tol.min()), "max": float(tol.max())}
         meta["y_atol"] = Y_ATOL
+        meta["kernelbench_atol_rtol"] = KB_TOL
+        meta["y_abs_max"] = float(y64.abs().max())
         log("reference: the Model in float32 (TF32 conv, the default; then TF32 off)")
         pooled_tf32, y_tf32 = model_parts(model, x)
         forward_diff = float((model(x) - y_tf32).abs().max())
@@ -420,27 +624,38 @@ def main(argv=None) -> int:
             check_outputs(f"stage {s}", pooled, y)
 
         model_new = None
-        if "06" in stages:
+        if new_id in stages:
             model_new = ModelNew(cin, cout, k, bias_shape).cuda()
             model_new.load_state_dict(model.state_dict())
             y_new = model_new(x)
             torch.cuda.synchronize()
-            # ModelNew returns y only; its pooled is stage 06's, checked above.
-            c = compare("ModelNew (06)", "fp64 Model", pooled64, y_new, pooled64, y64, tol, True)
+            # ModelNew returns y only; its pooled is its stage's, checked above.
+            c = compare(f"ModelNew ({new_id})", "fp64 Model", pooled64, y_new, pooled64, y64, tol, True)
             c["note"] = "y only (ModelNew returns y)"
             checks.append(c)
+            result["error_checks"] = error_checks(torch, new_id)
         del pooled_tf32, pooled_fp32
         torch.cuda.empty_cache()
 
     if stages and not args.no_grad_check:
-        grad_stage = "06" if "06" in stages else stages[-1]
-        log(f"checking the autograd backward (stage {grad_stage}) against fp64 autograd")
+        grad_stage = new_id if new_id in stages else stages[-1]
+        log(f"checking the C++ backward (stage {grad_stage}) against fp64 autograd")
         try:
             result["grad_checks"] = grad_check(torch, grad_stage, args.seed)
             meta["grad_check_stage"] = grad_stage
+            if model_new is not None:
+                result["grad_checks"].append(model_new_grad_check(torch, Model, ModelNew, args.seed))
         except Exception as e:
-            result["grad_checks"] = [{"pass": False, "error": f"{type(e).__name__}: {e}",
-                                      "traceback": traceback.format_exc()}]
+            result["grad_checks"].append({"pass": False, "error": f"{type(e).__name__}: {e}",
+                                          "traceback": traceback.format_exc()})
+
+    # Per call, first of the timings: before torch.compile and the long stage runs, in a process
+    # that has done nothing but checks so far.
+    if model_new is not None and not args.no_per_call:
+        result["per_call"] = per_call(torch, args, new_id)
+        result["model_new_per_call_us"] = {
+            p["name"]: next((t["median_us"] for t in p["timings"] if t["kind"] == "model_new" and "median_us" in t),
+                            None) for p in result["per_call"]["problems"]}
 
     # Timing.
     timer = Timer(torch, args.warmup, args.reps)
@@ -487,7 +702,7 @@ def main(argv=None) -> int:
                     timings.append({"variant": name + " (CUDA graph)", "kind": "stage_graph",
                                     "error": f"{type(e).__name__}: {e}"})
         if model_new is not None:
-            timed("ModelNew (06, autograd.Function)", lambda: model_new(x), "model_new")
+            timed(f"ModelNew ({new_id} {ModelNew.stage}, C++ operator)", lambda: model_new(x), "model_new")
 
     # Ratios: speedup = reference median / this median.
     ref = {t["kind"]: t["median_ms"] for t in timings if "median_ms" in t and t["kind"] in ("eager", "eager_fp32", "compile")}
@@ -497,7 +712,7 @@ def main(argv=None) -> int:
                 if kind in ref:
                     t[f"speedup_vs_{kind}"] = ref[kind] / t["median_ms"]
 
-    gating = [c for c in result["checks"] if c.get("gating")] + result["grad_checks"]
+    gating = [c for c in result["checks"] if c.get("gating")] + result["grad_checks"] + result["error_checks"]
     result["passed"] = all(c.get("pass") for c in gating)
     print_report(result)
     write_json(args.json, result)
@@ -512,18 +727,19 @@ def print_report(result) -> None:
     print(f"problem: batch {p['batch']}, {p['in_channels']} -> {p['out_channels']} channels, "
           f"{p['height']}x{p['width']}, kernel {p['kernel_size']}, x = {p['x']}")
     b = meta["pooled_bound"]
-    print(f"tolerances: y {meta['y_atol']:g} absolute (KernelBench); pooled fp32 bound "
+    print(f"tolerances: y {meta['y_atol']:g} absolute (KernelBench's allclose allows {KB_TOL:g} + {KB_TOL:g}*|y|, "
+          f"|y| up to {meta['y_abs_max']:.3g} here: column kb); pooled fp32 bound "
           f"8*sqrt({b['chain_length']})*2^-24*magnitude + 2^-24*|pooled|, here {b['min']:.2e} .. {b['max']:.2e}")
     for note in result["notes"]:
         print(f"note: {note}")
     print()
     print("Correctness (max |error|; pooled also as a multiple of its bound, 2x the bound against eager)")
-    hdr = f"{'variant':<26} {'against':<24} {'pooled':>10} {'x bound':>8} {'y':>10}  result"
+    hdr = f"{'variant':<26} {'against':<24} {'pooled':>10} {'x bound':>8} {'y':>10} {'kb':>3}  result"
     print(hdr)
     print("-" * len(hdr))
     for c in result["checks"]:
         if "error" in c:
-            print(f"{c['variant']:<26} {'-':<24} {'':>10} {'':>8} {'':>10}  FAIL ({c['error']})")
+            print(f"{c['variant']:<26} {'-':<24} {'':>10} {'':>8} {'':>10} {'':>3}  FAIL ({c['error']})")
             continue
         verdict = ("PASS" if c["pass"] else "FAIL") if c["gating"] else (
             "info" + ("" if c["y_within_1e-4"] else ": y off by more than 1e-4"))
@@ -531,15 +747,24 @@ def print_report(result) -> None:
             verdict += " (pooled over bound: reported only)"
         if c["nan_mismatches"]:
             verdict += f" ({c['nan_mismatches']} NaN)"
+        kb = "ok" if c["kernelbench_allclose"] else "no"
         print(f"{c['variant']:<26} {c['against']:<24} {c['max_abs_pooled']:>10.2e} "
-              f"{c['pooled_worst_ratio_to_bound']:>8.3f} {c['max_abs_y']:>10.2e}  {verdict}")
+              f"{c['pooled_worst_ratio_to_bound']:>8.3f} {c['max_abs_y']:>10.2e} {kb:>3}  {verdict}")
     if result["grad_checks"]:
         gc = result["grad_checks"]
         bad = [g for g in gc if not g.get("pass")]
-        print(f"ModelNew backward (1st and 2nd order) vs fp64 autograd (stage {meta.get('grad_check_stage', '?')}), "
-              f"{len(gc)} problems: {'PASS' if not bad else 'FAIL'}")
+        print(f"C++ backward (1st and 2nd order) vs fp64 autograd (stage {meta.get('grad_check_stage', '?')}), "
+              f"{len(gc)} checks (random problems through ModelNew's entry and torch.ops; ModelNew vs the fp64 Model): "
+              f"{'PASS' if not bad else 'FAIL'}")
         for g in bad:
             print(f"  FAIL: {json.dumps({k: v for k, v in g.items() if k != 'traceback'}, default=str)}")
+    if result["error_checks"]:
+        ec = result["error_checks"]
+        bad = [e for e in ec if not e["pass"]]
+        print(f"Wrong tensors and parameters raise the C++ checks' errors: {len(ec) - len(bad)}/{len(ec)} "
+              f"{'PASS' if not bad else 'FAIL'}")
+        for e in bad:
+            print(f"  FAIL: {e['case']} ({e['entry']}): expected {e['expected']}, got {e['got']}")
     print()
     print(f"Timing: median of {meta['reps']} calls after {meta['warmup']} warm-up, CUDA events, L2 "
           f"({meta['l2_bytes'] / 1e6:.0f} MB) flushed before each, torch.no_grad()")
@@ -559,6 +784,26 @@ def print_report(result) -> None:
               f"{ratio('eager_fp32'):>12} {ratio('compile'):>11}")
     print("(ratios are speedups: the reference's median over this row's median)")
     print()
+    pc = result.get("per_call")
+    if pc:
+        print(f"Per call, as KernelBench times it: {pc['method']}; median (mean) of {pc['reps']} after "
+              f"{pc['warmup']} warm-up, microseconds. host: the call's wall time on the host; gpu: its GPU "
+              f"work alone (a spin kernel queued first)")
+        probs = pc["problems"]
+        hdr = f"{'variant':<40}" + "".join(f" {p['name'] + ': median (mean) host gpu':>44}" for p in probs)
+        print(hdr)
+        print("-" * len(hdr))
+        for i, t0 in enumerate(probs[0]["timings"]):
+            cells = []
+            for p in probs:
+                t = p["timings"][i]
+                gpu = f"{t['gpu_median_us']:.1f}" if t.get("gpu_median_us") is not None else "-"
+                cells.append(f"{t['median_us']:.1f} ({t['mean_us']:.1f}) {t['host_median_us']:.1f} {gpu}"
+                             if "median_us" in t else "failed")
+            print(f"{t0['variant']:<40}" + "".join(f" {c:>44}" for c in cells))
+        print("(" + "; ".join(f"{p['name']}: batch {p['batch']}, {p['in_channels']} -> {p['out_channels']}, "
+                               f"{p['height']}x{p['width']}, x = {p['x']}" for p in probs) + ")")
+        print()
     print("RESULT:", "PASS" if result["passed"] else "FAIL")
 
 

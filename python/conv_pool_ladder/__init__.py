@@ -1,12 +1,14 @@
 """The conv-transpose -> global-pool ladder's GPU stages, loaded into PyTorch.
 
     import conv_pool_ladder as cpl
-    ext = cpl.load_extension(["06"])          # JIT build (ninja, nvcc), then import
-    pooled, y = cpl.run_stage("06", x, conv.weight, conv.bias, bias)
-    model = cpl.ModelNew(64, 128, 3, (128, 1, 1)).cuda()   # KernelBench-style, on stage 06
+    ext = cpl.load_extension(["pool_before_conv"])   # JIT build (ninja, nvcc), then import
+    pooled, y = cpl.run_stage("pool_before_conv", x, conv.weight, conv.bias, bias)
+    y = cpl.stage_forward(x, conv.weight, conv.bias, bias)  # differentiable (C++ autograd)
+    model = cpl.ModelNew(64, 128, 3, (128, 1, 1)).cuda()   # KernelBench-style
 
+Stages are named by number ("06"), folder name or name ("pool_before_conv").
 load_extension, list_stage_folders and the build helpers need no torch until a build starts;
-run_stage, stage_forward, Model and ModelNew import torch.
+run_stage, stage_forward, stage_op, Model and ModelNew import torch.
 """
 
 from ._build import REPO_ROOT, gpu_stages, load_extension, normalize_stage_id, stage_folders
@@ -25,6 +27,7 @@ def list_stages(stages=None):
 _LAZY = {
     "run_stage": "ops",
     "stage_forward": "ops",
+    "stage_op": "ops",
     "output_size": "ops",
     "Model": "models",
     "ModelNew": "models",

@@ -1,7 +1,8 @@
 """Finds the stage folders and JIT-builds the binding with torch.utils.cpp_extension.load.
 
 What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmake):
-  - csrc/binding.cpp (this package's only C++),
+  - csrc/*.cpp, this package's C++: the pybind module (binding.cpp), the argument checks and
+    stage calls (stage_call.cpp) and the registered operator with its autograd (stage_op.cpp),
   - common/*.cpp (problem model, CUDA checks, ...),
   - every GPU stage folder stages/NN_name/ (one that holds a .cu file; stage 00, the CPU
     reference, has none and is left out): its .cu and .cpp files,
@@ -9,7 +10,7 @@ What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmak
     stage_NN_descriptor() for the stages built, as cmake/Stages.cmake writes it.
 Flags: -O3, -std=c++17 (c++20 from torch 2.12 on, whose headers need it; LADDER_CXX_STD overrides),
 code for the local GPU's architecture only (torch.cuda.get_device_capability, sm_90 where none
-is visible; LADDER_CUDA_ARCH=90a overrides), include dirs common/ and stages/. The architecture
+is visible; LADDER_CUDA_ARCH=90a overrides), include dirs csrc/, common/ and stages/. The architecture
 goes through TORCH_CUDA_ARCH_LIST (set for the build only): cpp_extension adds -gencode flags of
 its own for every visible GPU whatever extra_cuda_cflags say, so an -arch flag there would
 only be a second, possibly conflicting, target. "9.0" becomes -gencode=arch=compute_90,code=sm_90.
@@ -81,13 +82,22 @@ def gpu_stages(root: Path = REPO_ROOT) -> list:
     return [s for s in stage_folders(root) if s.is_gpu]
 
 
-def normalize_stage_id(stage) -> str:
-    """6, "6", "06" or "06_pool_before_conv" -> "06"."""
+def normalize_stage_id(stage, root: Path = REPO_ROOT) -> str:
+    """6, "6", "06", "06_pool_before_conv" or "pool_before_conv" -> "06".
+
+    A name is looked up among the stage folders of `root`, so code that names its stage keeps
+    working when the ladder is renumbered."""
     s = str(stage).strip()
     m = re.match(r"^(\d{1,2})(_.*)?$", s)
-    if not m:
-        raise ValueError(f"stage must be a number or a folder name like 06_pool_before_conv, got {stage!r}")
-    return f"{int(m.group(1)):02d}"
+    if m:
+        return f"{int(m.group(1)):02d}"
+    folders = stage_folders(root)
+    for f in folders:
+        if f.folder[3:] == s:
+            return f.id
+    raise ValueError(
+        f"stage must be a number, a folder name like 06_pool_before_conv or a name like pool_before_conv; "
+        f"{stage!r} is none of these (stages: {', '.join(f.folder for f in folders) or 'none'})")
 
 
 def select_stages(requested=None, root: Path = REPO_ROOT) -> list:
@@ -96,7 +106,7 @@ def select_stages(requested=None, root: Path = REPO_ROOT) -> list:
     available = {s.id: s for s in gpu_stages(root)}
     if requested is None:
         return list(available.values())
-    ids = sorted({normalize_stage_id(r) for r in requested})
+    ids = sorted({normalize_stage_id(r, root) for r in requested})
     missing = [i for i in ids if i not in available]
     if missing:
         raise ValueError(
@@ -153,10 +163,10 @@ def default_build_root() -> Path:
 
 def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT) -> list:
     """Writes the registry and one #include wrapper per project source; returns the sources
-    to compile (binding first)."""
+    to compile (csrc/ first, binding.cpp at its head)."""
     src_dir = build_dir / "src"
     src_dir.mkdir(parents=True, exist_ok=True)
-    sources = [str(CSRC / "binding.cpp")]
+    sources = [str(CSRC / "binding.cpp")] + [str(p) for p in sorted(CSRC.glob("*.cpp")) if p.name != "binding.cpp"]
 
     def wrap(prefix: str, path: Path) -> None:
         wrapper = src_dir / f"{prefix}__{path.stem}{path.suffix}"
@@ -306,7 +316,7 @@ def load_extension(stages=None, verbose: bool = False, build_dir=None):
     sources = wrapper_sources(selected, build)
     std = cxx_standard(torch)
     arch = cuda_arch(torch)
-    includes = [str(REPO_ROOT / "common"), str(REPO_ROOT / "stages")]
+    includes = [str(CSRC), str(REPO_ROOT / "common"), str(REPO_ROOT / "stages")]
     if verbose:
         print(f"[conv_pool_ladder] building {name} in {build}: std={std}, sm_{arch}, "
               f"stages {[s.folder for s in selected]}", file=sys.stderr)

@@ -40,7 +40,8 @@ json.dump(report, open(args[args.index("--json") + 1], "w"))
 sys.exit(1 if mode in ("oracle", "stage_error") else 0)
 '''
 
-# Reports $FAKE_SANITIZER_ERRORS errors (exit 99 if any), or that it cannot use the device.
+# Reports $FAKE_SANITIZER_ERRORS errors (exit 99 if any); $FAKE_SANITIZER=unusable: cannot use
+# the device; =broken: fails before running the program.
 FAKE_SANITIZER = r'''#!/usr/bin/env python3
 import os, subprocess, sys
 args = sys.argv[1:]
@@ -49,6 +50,8 @@ program = next(a for a in args if a.endswith("fake_program"))
 print("========= COMPUTE-SANITIZER")
 if os.environ.get("FAKE_SANITIZER") == "unusable":
     print("========= Error: Device not supported"); sys.exit(2)
+if os.environ.get("FAKE_SANITIZER") == "broken":
+    print("========= Error: unrecognized option"); sys.exit(1)
 rc = subprocess.call(args[args.index(program):])
 errors = int(os.environ.get("FAKE_SANITIZER_ERRORS", "0"))
 print(f"========= ERROR SUMMARY: {errors} errors")
@@ -119,6 +122,10 @@ class CheckProgramRules(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("REJECTED (sanitizer", out)
         self.assertEqual(self.check("pass", "accept", "initcheck", {"FAKE_SANITIZER": "unusable"})[0], 77)
+        # A sanitizer that breaks without reporting an error is no evidence, even for memcheck.
+        rc, out = self.check("pass", "reject", "memcheck", {"FAKE_SANITIZER": "broken"})
+        self.assertEqual(rc, 1)
+        self.assertIn("infrastructure failure", out)
 
     def test_cpu_stage_is_not_sanitized(self):
         self.assertEqual(self.check("cpu", "accept", "memcheck")[0], 77)

@@ -1,144 +1,109 @@
-// The PyTorch binding of the ladder's GPU stages: tensors in, a Problem and device pointers
-// out, the stage's run_gpu on torch's current stream, tensors back. No logic of its own beyond
-// converting and checking arguments: the math lives in the stages (stages/NN_name/), the
-// problem model and its validation in common/problem.hpp.
+// The Python module of the ladder's GPU stages. Three functions:
+//   run_stage      one stage, (pooled, y), no autograd (stage_call.cpp);
+//   stage_forward  y through the registered operator, autograd included (stage_op.cpp): the
+//                  per-call path that ModelNew takes, so it is a plain CPython function that
+//                  reads its arguments itself (pybind11's generic conversion of eleven arguments,
+//                  four of them sequences, costs microseconds);
+//   list_stages    what this build holds.
+// No logic of its own: the math lives in the stages (stages/NN_name/), the problem model and
+// its validation in common/problem.hpp, argument checks in stage_call.cpp.
 //
 // Built by conv_pool_ladder/_build.py with torch.utils.cpp_extension.load together with
 // common/*.cpp, the GPU stages' sources and a generated registry (registered_stages()).
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
+
+#include <array>
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "problem.hpp"
-#include "stage.hpp"
+#include "stage_call.hpp"
+#include "stage_op.hpp"
 
 namespace {
 
-/// The runner records CUDA events at each phase; from PyTorch we time whole calls instead.
-class NoPhaseMarks : public ladder::PhaseMarks {
- public:
-  void begin(ladder::Phase) override {}
-};
+std::vector<at::Tensor> run_stage(const std::string& stage, const at::Tensor& x, const at::Tensor& weight,
+                                  const std::optional<at::Tensor>& conv_bias, const at::Tensor& bias,
+                                  const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                  const std::vector<int64_t>& output_padding, const std::vector<int64_t>& dilation,
+                                  int64_t groups, double scale, const std::optional<at::Tensor>& pooled,
+                                  const std::optional<at::Tensor>& y) {
+  const ladder::StageDescriptor& d = cpl::find_gpu_stage(stage);
+  const cpl::Geometry g = cpl::make_geometry(stride, padding, output_padding, dilation, groups, scale);
+  const at::Tensor cb = conv_bias && conv_bias->defined() ? *conv_bias : cpl::zero_conv_bias(weight, groups);
+  cpl::StageOutputs out = cpl::run_stage(d, x, weight, cb, bias, g, pooled, y);
+  return {out.pooled, out.y};
+}
 
-std::string known_stages() {
-  std::string s;
-  for (const ladder::StageDescriptor* d : ladder::registered_stages()) {
-    if (!s.empty()) s += ", ";
-    s += d->id + "_" + d->name;
+const at::Tensor& tensor_arg(PyObject* o, const char* name) {
+  TORCH_CHECK_TYPE(THPVariable_Check(o), name, " must be a torch.Tensor, got ", Py_TYPE(o)->tp_name);
+  return THPVariable_Unpack(o);
+}
+
+int64_t int_arg(PyObject* o, const char* name) {
+  TORCH_CHECK_TYPE(PyLong_Check(o), name, " must be an int, got ", Py_TYPE(o)->tp_name);
+  const long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred()) throw python_error();
+  return v;
+}
+
+/// An int or a tuple/list of ints, as nn.ConvTranspose2d takes its spatial parameters; the
+/// values land in `buf` (the count is checked in C++ later, with the parameter's name).
+c10::IntArrayRef ints_arg(PyObject* o, const char* name, std::array<int64_t, 8>& buf) {
+  if (PyLong_Check(o)) {
+    buf[0] = int_arg(o, name);
+    return {buf.data(), 1};
   }
-  return s.empty() ? "none" : s;
+  TORCH_CHECK_TYPE(PyTuple_Check(o) || PyList_Check(o), name, " must be an int or a tuple of ints, got ",
+                   Py_TYPE(o)->tp_name);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  TORCH_CHECK_VALUE(n >= 1 && n <= Py_ssize_t(buf.size()), name,
+                    " must have one value or two (height, width), got ", n, " values");
+  for (Py_ssize_t i = 0; i < n; ++i) buf[size_t(i)] = int_arg(PySequence_Fast_GET_ITEM(o, i), name);
+  return {buf.data(), size_t(n)};
 }
 
-/// Finds a stage by number ("06") or by folder name ("06_pool_before_conv").
-const ladder::StageDescriptor& find_stage(const std::string& key) {
-  for (const ladder::StageDescriptor* d : ladder::registered_stages())
-    if (key == d->id || key == d->id + "_" + d->name) return *d;
-  TORCH_CHECK_VALUE(false, "stage '", key, "' is not in this build of the extension (built: ",
-                    known_stages(), ")");
-  return *ladder::registered_stages().front();  // not reached
+/// stage_forward(x, weight, conv_bias, bias, stage, stride, padding, output_padding, dilation,
+///               groups, scale, contiguous=False) -> y (N, 1), positional only. conv_bias may be
+/// None; the spatial parameters are an int or (height, width); contiguous=True makes x
+/// contiguous first (ModelNew, since nn.ConvTranspose2d takes any layout), otherwise a
+/// non-contiguous x is an error. Errors: TypeError / ValueError naming the argument.
+PyObject* stage_forward(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(nargs == 11 || nargs == 12,
+                   "stage_forward takes 11 or 12 positional arguments (x, weight, conv_bias, bias, stage, "
+                   "stride, padding, output_padding, dilation, groups, scale, contiguous=False), got ", nargs);
+  const bool contiguous = nargs == 12 && PyObject_IsTrue(args[11]) == 1;
+  const at::Tensor& x_in = tensor_arg(args[0], "x");
+  const at::Tensor x = contiguous ? x_in.contiguous() : x_in;
+  std::optional<at::Tensor> conv_bias;
+  if (args[2] != Py_None) conv_bias = tensor_arg(args[2], "conv_bias");
+  Py_ssize_t stage_len = 0;
+  TORCH_CHECK_TYPE(PyUnicode_Check(args[4]), "stage must be a str, got ", Py_TYPE(args[4])->tp_name);
+  const char* stage = PyUnicode_AsUTF8AndSize(args[4], &stage_len);
+  if (stage == nullptr) throw python_error();
+  std::array<int64_t, 8> stride, padding, output_padding, dilation;
+  const double scale = PyFloat_AsDouble(args[10]);
+  if (scale == -1.0 && PyErr_Occurred()) throw python_error();
+  return THPVariable_Wrap(cpl::call_stage_forward(
+      x, tensor_arg(args[1], "weight"), conv_bias, tensor_arg(args[3], "bias"),
+      std::string_view(stage, size_t(stage_len)), ints_arg(args[5], "stride", stride),
+      ints_arg(args[6], "padding", padding), ints_arg(args[7], "output_padding", output_padding),
+      ints_arg(args[8], "dilation", dilation), int_arg(args[9], "groups"), scale));
+  END_HANDLE_TH_ERRORS
 }
 
-/// A spatial parameter: one value (both axes) or two (height, width), as PyTorch accepts.
-ladder::Pair to_pair(const char* name, const std::vector<int64_t>& v) {
-  TORCH_CHECK_VALUE(v.size() == 1 || v.size() == 2, name,
-                    " must have one value or two (height, width), got ", v.size());
-  return v.size() == 1 ? ladder::Pair::square(v[0]) : ladder::Pair{v[0], v[1]};
-}
-
-/// float32, CUDA, on x's device, contiguous, 16-byte aligned (stages use 16-byte loads).
-void check_tensor(const at::Tensor& t, const char* name, const at::Device& device) {
-  TORCH_CHECK_VALUE(t.defined(), name, " is an undefined tensor");
-  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());
-  TORCH_CHECK_VALUE(t.device() == device, name, " is on ", t.device(), " but x is on ", device);
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, name, " must be float32, got ", t.scalar_type());
-  TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous (call .contiguous()), got strides ",
-                    t.strides());
-  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name,
-                    " must be 16-byte aligned (a view with an odd storage offset? call .clone())");
-}
-
-void check_shape(const at::Tensor& t, const char* name, at::IntArrayRef expected, const char* what) {
-  TORCH_CHECK_VALUE(t.sizes() == expected, name, " must have shape ", expected, " (", what, "), got ",
-                    t.sizes());
-}
-
-/// Runs one GPU stage. Returns (pooled (N, Cout), y (N, 1)); writes into `pooled_out` and
-/// `y_out` when given (the caller can poison them with NaN to catch unwritten elements).
-std::vector<at::Tensor> run_stage(const std::string& stage_id, const at::Tensor& x,
-                                  const at::Tensor& weight, const at::Tensor& conv_bias,
-                                  const at::Tensor& bias, const std::vector<int64_t>& stride,
-                                  const std::vector<int64_t>& padding,
-                                  const std::vector<int64_t>& output_padding,
-                                  const std::vector<int64_t>& dilation, int64_t groups, double scale,
-                                  std::optional<at::Tensor> pooled_out, std::optional<at::Tensor> y_out) {
-  const ladder::StageDescriptor& stage = find_stage(stage_id);
-  TORCH_CHECK_VALUE(stage.is_gpu() && stage.workspace_bytes != nullptr, "stage ", stage.label(),
-                    " is not a GPU stage");
-
-  TORCH_CHECK_VALUE(x.defined() && x.is_cuda(), "x must be a CUDA tensor");
-  const at::Device device = x.device();
-  check_tensor(x, "x", device);
-  check_tensor(weight, "weight", device);
-  check_tensor(conv_bias, "conv_bias", device);
-  check_tensor(bias, "bias", device);
-  TORCH_CHECK_VALUE(x.dim() == 4, "x must be 4-D (batch, in_channels, height, width), got shape ", x.sizes());
-  TORCH_CHECK_VALUE(weight.dim() == 4,
-                    "weight must be 4-D (in_channels, out_channels/groups, kH, kW) as in "
-                    "nn.ConvTranspose2d, got shape ", weight.sizes());
-  TORCH_CHECK_VALUE(groups >= 1, "groups must be positive, got ", groups);
-
-  ladder::Problem p;
-  p.batch = x.size(0);
-  p.in_channels = x.size(1);
-  p.in_h = x.size(2);
-  p.in_w = x.size(3);
-  p.out_channels = weight.size(1) * groups;
-  p.kernel_size = {weight.size(2), weight.size(3)};
-  p.stride = to_pair("stride", stride);
-  p.padding = to_pair("padding", padding);
-  p.output_padding = to_pair("output_padding", output_padding);
-  p.dilation = to_pair("dilation", dilation);
-  p.groups = groups;
-  p.scale = scale;
-  TORCH_CHECK_VALUE(weight.size(0) == p.in_channels, "weight.size(0) = ", weight.size(0),
-                    " must equal x's in_channels = ", p.in_channels,
-                    " (nn.ConvTranspose2d's weight is (in_channels, out_channels/groups, kH, kW))");
-  p.validate();  // throws ladder::InvalidProblem (std::invalid_argument -> ValueError)
-
-  const int64_t cout = p.out_channels;
-  check_shape(conv_bias, "conv_bias", {cout}, "out_channels");
-  const bool bias_ok = bias.sizes() == at::IntArrayRef{cout} || bias.sizes() == at::IntArrayRef{cout, 1, 1};
-  TORCH_CHECK_VALUE(bias_ok, "bias must have shape (", cout, ", 1, 1) or (", cout, "), got ", bias.sizes());
-
-  const at::TensorOptions opts = x.options();
-  at::Tensor pooled = pooled_out ? *pooled_out : at::empty({p.batch, cout}, opts);
-  at::Tensor y = y_out ? *y_out : at::empty({p.batch, 1}, opts);
-  check_tensor(pooled, "pooled", device);
-  check_tensor(y, "y", device);
-  check_shape(pooled, "pooled", {p.batch, cout}, "batch, out_channels");
-  check_shape(y, "y", {p.batch, 1}, "batch, 1");
-
-  const c10::cuda::CUDAGuard guard(device);
-  const size_t ws_bytes = stage.workspace_bytes(p);
-  // From the caching allocator, on the current stream: freed after return, reused in stream order.
-  at::Tensor workspace = at::empty({static_cast<int64_t>(ws_bytes)}, opts.dtype(at::kByte));
-  NoPhaseMarks marks;
-  const ladder::GpuStageArgs args{p,
-                                  {x.data_ptr<float>(), weight.data_ptr<float>(),
-                                   conv_bias.data_ptr<float>(), bias.data_ptr<float>()},
-                                  pooled.data_ptr<float>(),
-                                  y.data_ptr<float>(),
-                                  ws_bytes ? workspace.data_ptr() : nullptr,
-                                  at::cuda::getCurrentCUDAStream(device.index()).stream(),
-                                  marks};
-  stage.run_gpu(args);  // enqueues only; throws ladder::CudaError / std::runtime_error
-  return {pooled, y};
-}
+PyMethodDef fast_functions[] = {
+    {"stage_forward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&stage_forward)), METH_FASTCALL,
+     "stage_forward(x, weight, conv_bias, bias, stage, stride, padding, output_padding, dilation, groups, scale, "
+     "contiguous=False) -> y (N, 1), positional only: the registered operator OP_NAME through the dispatcher "
+     "(autograd: exact first and second derivatives). conv_bias may be None; spatial parameters are an int or "
+     "(height, width); contiguous=True makes x contiguous first."},
+    {nullptr, nullptr, 0, nullptr}};
 
 pybind11::list list_stages() {
   pybind11::list out;
@@ -148,6 +113,7 @@ pybind11::list list_stages() {
     e["name"] = d->name;
     e["idea"] = d->idea;
     e["gpu"] = d->is_gpu();
+    e["has_prepare"] = d->prepare != nullptr;
     out.append(e);
   }
   return out;
@@ -156,12 +122,14 @@ pybind11::list list_stages() {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  namespace py = pybind11;
   m.doc() = "The conv-transpose -> global-pool ladder's GPU stages, callable on torch tensors";
-  m.def("run_stage", &run_stage, pybind11::arg("stage_id"), pybind11::arg("x"), pybind11::arg("weight"),
-        pybind11::arg("conv_bias"), pybind11::arg("bias"), pybind11::arg("stride"),
-        pybind11::arg("padding"), pybind11::arg("output_padding"), pybind11::arg("dilation"),
-        pybind11::arg("groups"), pybind11::arg("scale"), pybind11::arg("pooled") = pybind11::none(),
-        pybind11::arg("y") = pybind11::none(),
-        "Runs one GPU stage on torch's current stream; returns [pooled (N, Cout), y (N, 1)].");
-  m.def("list_stages", &list_stages, "The stages built into this extension: [{id, name, idea, gpu}].");
+  m.attr("OP_NAME") = cpl::stage_forward_op_name();
+  m.def("run_stage", &run_stage, py::arg("stage"), py::arg("x"), py::arg("weight"), py::arg("conv_bias"),
+        py::arg("bias"), py::arg("stride"), py::arg("padding"), py::arg("output_padding"), py::arg("dilation"),
+        py::arg("groups"), py::arg("scale"), py::arg("pooled") = py::none(), py::arg("y") = py::none(),
+        "Runs one GPU stage (number, folder name or name) on torch's current stream; returns "
+        "[pooled (N, Cout), y (N, 1)], written into `pooled` / `y` when given. No autograd.");
+  if (PyModule_AddFunctions(m.ptr(), fast_functions) != 0) throw py::error_already_set();
+  m.def("list_stages", &list_stages, "The stages built into this extension: [{id, name, idea, gpu, has_prepare}].");
 }
