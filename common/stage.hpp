@@ -36,7 +36,8 @@ class PhaseMarks {
 
 /// Everything a GPU stage's run function gets. Outputs are device buffers the runner has
 /// poisoned with NaN: the stage must write every element of pooled (batch*out_channels) and
-/// y (batch). The workspace has the size the stage's workspace_bytes asked for.
+/// y (batch). The workspace has the size the stage's workspace_bytes asked for (zeroed once
+/// and reused if the stage sets self_resetting_workspace).
 struct GpuStageArgs {
   const Problem& problem;
   DeviceInputs in;
@@ -73,6 +74,11 @@ struct StageDescriptor {
   /// Optional one-time host-side setup for a problem (cudaFuncSetAttribute and the like), run
   /// before warm-up and outside every timed region. Throws like run_gpu.
   void (*prepare)(const Problem&) = nullptr;
+  /// True if the stage needs its workspace zeroed before its first run and leaves it zeroed
+  /// after every run (counters reset by the block that reads their final value): the caller
+  /// zeroes a new workspace once and keeps it for later runs of the same problem on the same
+  /// stream, which saves a memset per run. False: the workspace may hold anything.
+  bool self_resetting_workspace = false;
 
   bool is_gpu() const { return run_gpu != nullptr; }
   std::string label() const { return id + " " + name; }

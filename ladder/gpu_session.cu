@@ -182,6 +182,10 @@ GpuTiming GpuSession::time_stage(const StageDescriptor& stage, int warmup, int r
   if (!stage.is_gpu()) throw std::logic_error("time_stage called with CPU stage " + stage.label());
   const size_t ws_bytes = stage.workspace_bytes ? stage.workspace_bytes(problem_) : 0;
   DeviceBuffer<unsigned char> workspace(ws_bytes, "stage " + stage.label() + " workspace");
+  // A self-resetting stage leaves its workspace zeroed after every run: zero it once, here,
+  // outside every timed region (the runs below reuse it).
+  if (stage.self_resetting_workspace && ws_bytes)
+    CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, ws_bytes, stream_));
   EventMarks marks(stream_);
   marks.reserve(8);  // more phases than any stage marks; a stage that marks more still works
   GpuStageArgs args{problem_, {x_.get(), weight_.get(), conv_bias_.get(), bias_.get()},

@@ -121,8 +121,10 @@ struct FusedParams {
   float scale;
 };
 
-/// Workspace arrays (layout in make_layout). The two counters are zeroed before each launch;
-/// every other slot is written before it is read.
+/// Workspace arrays (layout in make_layout). The two counters start at zero and every launch
+/// leaves them at zero (the block that sees a counter's final value resets it), so the runner
+/// zeroes the workspace once, not before each launch; every other slot is written before it is
+/// read.
 struct Workspace {
   unsigned* plane_done;   // (N*Cin)        chunks of the plane finished
   unsigned* sample_done;  // (N)            planes of the sample finished
@@ -211,7 +213,8 @@ __device__ inline float rect_partial(const float* __restrict__ plane, int W, Rec
 /// sample, a read of Cin/g slots per channel (64 KiB there) instead of one accumulator.
 /// Publishing follows the classic last-block pattern: write, __threadfence, atomicAdd; the
 /// block that sees the final count fences again and reads the others' results through L2
-/// (__ldcg). The counters are zeroed by run() before the launch.
+/// (__ldcg). The counters are reset by the blocks that read their final values, so one launch
+/// follows another with no memset in between (StageDescriptor::self_resetting_workspace).
 __global__ void __launch_bounds__(kBlock)
     pool_before_conv_fused(FusedParams p, const float* __restrict__ x, const float* __restrict__ weight,
                            const float* __restrict__ conv_bias, const float* __restrict__ bias,
@@ -239,7 +242,12 @@ __global__ void __launch_bounds__(kBlock)
       __threadfence();  // the sum is visible device-wide before the count says so
       const unsigned done = atomicAdd(&ws.plane_done[plane], 1u);
       last_of_plane = done == unsigned(p.chunks_per_plane - 1);
-      if (last_of_plane) __threadfence();
+      // Every other block of the plane has counted: reset for the next launch, which runs after
+      // this one in stream order, so no extra memset is needed before it.
+      if (last_of_plane) {
+        ws.plane_done[plane] = 0u;
+        __threadfence();
+      }
     }
     __syncthreads();
     if (!last_of_plane) return;
@@ -289,6 +297,7 @@ __global__ void __launch_bounds__(kBlock)
   if (threadIdx.x == 0) {
     const unsigned done = atomicAdd(&ws.sample_done[n], 1u);
     last_of_sample = done == unsigned(c.in_channels - 1);
+    if (last_of_sample) ws.sample_done[n] = 0u;  // as for plane_done: ready for the next launch
   }
   __syncthreads();
   if (!last_of_sample) return;
@@ -350,7 +359,7 @@ Chunking chunking(const Problem& p) {
   return {chunk, int((hw + chunk - 1) / chunk)};
 }
 
-/// Byte offsets of the workspace arrays; [0, zeroed) (the counters) is cleared before every launch.
+/// Byte offsets of the workspace arrays; [0, zeroed) holds the counters (zero between launches).
 struct Layout {
   size_t plane_done, sample_done, contrib, chunk_sum, tap_sum, zeroed, total;
 };
@@ -421,8 +430,7 @@ void run(const GpuStageArgs& a) {
   const long long blocks = (long long)p.batch * p.in_channels * f.chunks_per_plane;
   const unsigned grid = blocks_for(blocks * kBlock, kBlock, "pool_before_conv_fused");
 
-  a.marks.begin(Phase::Fused);
-  CUDA_CHECK(cudaMemsetAsync(a.workspace, 0, l.zeroed, a.stream));
+  a.marks.begin(Phase::Fused);  // the counters are zero from the previous launch: no memset
   pool_before_conv_fused<<<grid, kBlock, 0, a.stream>>>(f, a.in.x, a.in.weight, a.in.conv_bias,
                                                        a.in.bias, ws, a.pooled, a.y);
   CUDA_CHECK_LAUNCH("pool_before_conv_fused");
@@ -434,7 +442,8 @@ const StageDescriptor& stage_06_descriptor() {
   static const StageDescriptor d{"06", "pool_before_conv",
                                  "linearity: pool x first (border strips), tiny contraction, one launch",
                                  nullptr, workspace_bytes, run, /*computes_conv=*/false,
-                                 /*deterministic=*/true};
+                                 /*deterministic=*/true, /*prepare=*/nullptr,
+                                 /*self_resetting_workspace=*/true};
   return d;
 }
 

@@ -6,12 +6,14 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/EmptyTensor.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 
 #include <array>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <set>
 #include <tuple>
@@ -52,6 +54,24 @@ bool matches(const ladder::StageDescriptor& d, std::string_view key) {
   // "06_pool_before_conv", compared in place: no temporary string per call.
   return key.size() == d.id.size() + 1 + d.name.size() && key.substr(0, d.id.size()) == d.id &&
          key[d.id.size()] == '_' && key.substr(d.id.size() + 1) == d.name;
+}
+
+/// The workspace of a stage that leaves it zeroed after every run (self_resetting_workspace):
+/// one per (stage, device, stream), zeroed when created or grown, kept for later calls, so a call
+/// costs no memset and no allocation for it. Per stream, because two streams running the stage
+/// at once would share its counters; reuse on one stream is ordered by the stream itself.
+void* persistent_workspace(const ladder::StageDescriptor& stage, size_t bytes, const at::Device& device,
+                           cudaStream_t stream) {
+  using Key = std::tuple<const ladder::StageDescriptor*, int, cudaStream_t>;
+  static std::mutex mutex;
+  static std::map<Key, at::Tensor> workspaces;
+  const std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& ws = workspaces[Key{&stage, device.index(), stream}];
+  if (!ws.defined() || size_t(ws.numel()) < bytes) {
+    ws = at::detail::empty_cuda({static_cast<int64_t>(bytes)}, at::kByte, device, std::nullopt);
+    C10_CUDA_CHECK(cudaMemsetAsync(ws.mutable_data_ptr(), 0, bytes, stream));
+  }
+  return ws.mutable_data_ptr();
 }
 
 /// Calls stage.prepare(p) the first time this (stage, device, geometry) is seen. prepare() does
@@ -168,12 +188,14 @@ StageOutputs run_stage(const ladder::StageDescriptor& stage, const at::Tensor& x
 
   const c10::cuda::CUDAGuard guard(device);
   prepare_once(stage, p, device.index());
-  // One allocation from the caching allocator holds the workspace, pooled and y (those the
-  // caller did not give): each allocation costs host time on every call. It is returned when
-  // the last tensor on it goes (y, or pooled kept by the backward; the workspace is a few KB)
-  // and reused in stream order on the current stream, so no synchronization is needed.
+  // One allocation from the caching allocator holds the workspace (unless the stage keeps a
+  // persistent one: persistent_workspace), pooled and y (those the caller did not give): each
+  // allocation costs host time on every call. It is returned when the last tensor on it goes
+  // (y, or pooled kept by the backward; the workspace is a few KB) and reused in stream order on
+  // the current stream, so no synchronization is needed.
   const size_t ws_bytes = stage.workspace_bytes(p);
-  const size_t pooled_at = align16(ws_bytes);
+  const bool persistent = stage.self_resetting_workspace && ws_bytes;
+  const size_t pooled_at = persistent ? 0 : align16(ws_bytes);
   const size_t y_at = pooled_out ? pooled_at : align16(pooled_at + size_t(p.pooled_elems()) * sizeof(float));
   const size_t buffer_bytes = y_out ? y_at : y_at + size_t(p.batch) * sizeof(float);
   at::Tensor buffer;
@@ -190,15 +212,16 @@ StageOutputs run_stage(const ladder::StageDescriptor& stage, const at::Tensor& x
     check_shape(y, "y", {p.batch, 1}, "batch, 1");
   }
 
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device.index()).stream();
+  void* workspace = persistent ? persistent_workspace(stage, ws_bytes, device, stream)
+                               : (ws_bytes ? buffer.mutable_data_ptr() : nullptr);
   NoPhaseMarks marks;
   const ladder::GpuStageArgs args{p,
                                   {x.const_data_ptr<float>(), weight.const_data_ptr<float>(),
                                    conv_bias.const_data_ptr<float>(), bias.const_data_ptr<float>()},
                                   pooled.mutable_data_ptr<float>(),
                                   y.mutable_data_ptr<float>(),
-                                  ws_bytes ? buffer.mutable_data_ptr() : nullptr,
-                                  at::cuda::getCurrentCUDAStream(device.index()).stream(),
-                                  marks};
+                                  workspace, stream, marks};
   try {
     stage.run_gpu(args);  // enqueues only
   } catch (const ladder::InvalidProblem& e) {
