@@ -424,13 +424,18 @@ PROBLEMS = {  # name: (batch, in_channels, out_channels, H, W, kernel_size, x di
 
 def kernelbench_timing(torch, fn, warmup, reps):
     """As KernelBench times a model: events recorded around one call, synchronize after each,
-    no L2 flush; microseconds. The GPU is idle at the start event, so the host's work during the
+    no L2 flush; microseconds; after `warmup` calls and at least 0.25 s of them. The GPU is idle at the start event, so the host's work during the
     call counts. Also, per call: host_us, the call's wall time on the host (time.perf_counter),
     and gpu_us, the same events with a spin kernel (torch.cuda._sleep) queued first so that the
     host is far ahead: the GPU time of the call's work alone."""
-    for _ in range(warmup):
+    # Warm up by count and by time: the first variant timed in a process otherwise pays for lazy
+    # initialization and a host that is still settling (seen once: 31 us instead of 15 us).
+    t_end = time.perf_counter() + 0.25
+    done = 0
+    while done < warmup or time.perf_counter() < t_end:
         fn()
         torch.cuda.synchronize()
+        done += 1
     us, host, gpu = [], [], []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
