@@ -30,9 +30,9 @@ struct StreamingReadConfig {
 /// The launch the ladder uses: 2 loads in flight, 1024 threads, a grid that covers x, plain loads.
 /// On an H200 (results/floor_sweep_h200.txt) it had the fastest median with the ladder's memset
 /// flush (0.2432 ms, 4,415 GB/s) and was within 0.3% of the fastest with a clean flush (0.2347 ms).
-/// Once 2 or more loads are in flight and the grid runs many waves, the configurations differ by
-/// under 1%; one wave of resident blocks was 2-3% slower, and evict-first loads 5% slower after
-/// the memset flush.
+/// With 2 or more loads in flight and the best grid for each block size, the configurations were
+/// within 1% of each other (some grids were up to 7% slower); one wave of resident blocks was
+/// 2-3% slower, and evict-first loads 5% slower after the memset flush.
 inline constexpr StreamingReadConfig kStreamingReadTuned{2, 1024, -1, false};
 
 /// Reads x once and sums it per thread. x4: n4 float4s (x must be 16-byte aligned); tail: the

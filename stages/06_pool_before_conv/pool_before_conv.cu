@@ -10,7 +10,7 @@
 // output. With padding 0 every tap sees the whole plane and R is the plane sum; with padding a
 // few border rows and columns drop out, and R = plane sum - border frame (strips and corners).
 //
-// One launch does everything (after a small memset of counters):
+// One launch does everything (its counters are left at zero by the launch before: no memset):
 //  - every block streams one chunk of one (n, ci) plane with 16-byte loads and writes its sum;
 //  - the last block to finish a plane adds the chunk sums in a fixed order, forms R for every
 //    tap (re-reading only the border frames), and writes sum_taps w*R for each co of its group
