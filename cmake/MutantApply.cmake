@@ -6,7 +6,7 @@
 #
 # A .mutant file: comment lines (#), then "key: value" lines
 #   stage: NN_name            the stage folder whose sources the mutant program compiles
-#   file:  NN_name/file.ext   the file to mutate, relative to stages/ (may be another stage's header)
+#   file:  NN_name/file.ext   the file to mutate, relative to stages/ (lib/file.ext: a shared header)
 #   check: oracle | memcheck | racecheck | synccheck   what must reject the mutant
 #   why:   one line: the mistake and what it breaks
 # then the exact text to replace and its replacement, whole lines or part of one line:

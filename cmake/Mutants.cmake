@@ -1,9 +1,10 @@
 # Known-bad stages ("mutants") that the test suite must reject, from tests/mutants/*.mutant
 # (format in cmake/MutantApply.cmake; the list and the rules in tests/mutants/README.md).
 # For each mutant <name>: a mutated copy of its stage folder in the build tree, the object
-# library mutant_<name>_stage compiled from it (the mutant's include directory before stages/,
-# so the stage's own `#include "NN_name/..."` picks the mutated copy), and the program
-# mutant_<name> (the ladder's driver with that one stage registered, like stage_NN_name).
+# library mutant_<name>_stage compiled from it with the stage's compile definitions (the
+# mutant's include directory before stages/, so the stage's `#include "lib/..."` picks the
+# mutated copy of a shared header), and the program mutant_<name> (the ladder's driver,
+# ladder_main, with that one stage registered, like stage_NN_name).
 # CTest: mutant_<name> must see the program rejected; mutant_control_NN must see the unmutated
 # stage program accepted by the same driver on the same problems (a driver that rejects
 # everything fails there). Mutants checked by a sanitizer use sanitize_<tool>_NN as control.
@@ -13,10 +14,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/CheckDriver.cmake)
 set(LADDER_MUTANT_DIR ${PROJECT_SOURCE_DIR}/tests/mutants)
 file(GLOB LADDER_MUTANT_FILES CONFIGURE_DEPENDS ${LADDER_MUTANT_DIR}/*.mutant)
 list(SORT LADDER_MUTANT_FILES)
-
-# ladder/main.cpp once for every mutant program.
-add_library(ladder_mutant_main OBJECT ${PROJECT_SOURCE_DIR}/ladder/main.cpp)
-target_link_libraries(ladder_mutant_main PRIVATE ladder_runner CLI11::CLI11 ladder_warnings)
 
 set(LADDER_MUTANT_BASES "")               # stage folders some mutant is derived from
 set(LADDER_MUTANT_SANITIZER_CONTROLS "")  # <tool>_<id> whose sanitize test is a mutant's control
@@ -36,14 +33,19 @@ foreach(mutant_file IN LISTS LADDER_MUTANT_FILES)
     VERBATIM)
 
   string(SUBSTRING ${MUTANT_STAGE} 0 2 id)
+  if(NOT "${LADDER_STAGE_FOLDER_${id}}" STREQUAL MUTANT_STAGE)
+    message(FATAL_ERROR "mutant ${name}: stages/${MUTANT_STAGE} is not one of the stages CMake found "
+                        "(${LADDER_STAGE_IDS}; stage ${id} is '${LADDER_STAGE_FOLDER_${id}}')")
+  endif()
+  ladder_stage_definitions(${id} defs)
   add_library(mutant_${name}_stage OBJECT ${MUTANT_OUTPUTS})  # headers listed for the dependency only
   target_include_directories(mutant_${name}_stage BEFORE PRIVATE ${out})
   target_include_directories(mutant_${name}_stage PRIVATE ${PROJECT_SOURCE_DIR}/stages)
+  target_compile_definitions(mutant_${name}_stage PRIVATE ${defs})
   target_link_libraries(mutant_${name}_stage PUBLIC ladder_common PRIVATE ladder_warnings)
   ladder_write_registry(mutant_${name} "${id}")
   add_executable(mutant_${name} ${LADDER_REGISTRY_mutant_${name}})
-  target_link_libraries(mutant_${name} PRIVATE mutant_${name}_stage ladder_mutant_main ladder_runner
-                                                CLI11::CLI11 ladder_warnings)
+  target_link_libraries(mutant_${name} PRIVATE mutant_${name}_stage ladder_main ladder_warnings)
 
   if(MUTANT_CHECK STREQUAL "oracle")
     set(tool none)

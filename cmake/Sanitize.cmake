@@ -1,21 +1,16 @@
 # compute-sanitizer over every GPU stage program, as CTest tests sanitize_<tool>_NN (label gpu;
 # sanitize): memcheck (with leak checking), racecheck, synccheck and initcheck, each on the small
 # problems of tests/mutants/sanitizer.problems, through scripts/check_program.py, which skips
-# (exit 77) without a GPU or without a usable compute-sanitizer. The stages are the folders the
-# top-level CMakeLists.txt found (LADDER_STAGE_DIRS); a GPU stage is one with a .cu source.
+# (exit 77) without a GPU or without a usable compute-sanitizer. The stages are those
+# cmake/Stages.cmake found (LADDER_STAGE_IDS), the GPU ones (a .cu source).
 # scripts/sanitize.sh runs the same checks outside CTest.
 include(${CMAKE_CURRENT_LIST_DIR}/CheckDriver.cmake)
 
-foreach(dir IN LISTS LADDER_STAGE_DIRS)
-  if(NOT IS_DIRECTORY ${dir})
-    continue()
-  endif()
-  file(GLOB cuda_sources CONFIGURE_DEPENDS ${dir}/*.cu)
-  if(NOT cuda_sources)
+foreach(id IN LISTS LADDER_STAGE_IDS)
+  if(NOT LADDER_STAGE_KIND_${id} STREQUAL "gpu")
     continue()  # a CPU stage: nothing for a GPU sanitizer to see
   endif()
-  get_filename_component(folder ${dir} NAME)
-  string(SUBSTRING ${folder} 0 2 id)
+  set(folder ${LADDER_STAGE_FOLDER_${id}})
   foreach(tool memcheck racecheck synccheck initcheck)
     add_test(NAME sanitize_${tool}_${id}
              COMMAND ${LADDER_CHECK_COMMAND} --program $<TARGET_FILE:stage_${folder}> --expect accept

@@ -68,7 +68,7 @@ void fill_exact(const Problem& p, HostInputs& in) {
   if (!(bound < kExactSumLimit)) {
     std::ostringstream m;
     m << "invalid problem: exact inputs drawn for " << p.describe() << " have a sum of |terms| of "
-      << bound << ", not below 2^23 = " << kExactSumLimit << "; use smaller sizes or another distribution";
+      << bound << ", not below 2^22 = " << kExactSumLimit << "; use smaller sizes or another distribution";
     throw InvalidProblem(m.str());
   }
 }
@@ -84,13 +84,32 @@ double exact_max_density(const Problem& p) {
   if (!(d_max >= kExactMinDensity)) {
     std::ostringstream m;
     m << "invalid problem: too large for exact inputs (" << p.describe() << "): every sum a stage "
-      << "forms must stay below 2^23 in magnitude, and with Hout*Wout = " << P
+      << "forms must stay below 2^22 in magnitude, and with Hout*Wout = " << P
       << " and in_channels/groups * taps * in_h * in_w = " << terms << " the density of ones in x "
       << "would have to be " << d_max << " < " << kExactMinDensity
       << "; use smaller sizes or another distribution";
     throw InvalidProblem(m.str());
   }
   return d_max;
+}
+
+void check_exact_inputs(const Problem& p, const HostInputs& in) {
+  for (const auto& [name, v] : {std::pair<const char*, const std::vector<float>*>{"x", &in.x},
+                                {"weight", &in.weight}, {"conv_bias", &in.conv_bias}})
+    for (size_t i = 0; i < v->size(); ++i)
+      if (!(std::nearbyint((*v)[i]) == (*v)[i])) {
+        std::ostringstream m;
+        m << "invalid inputs for --distribution exact: " << name << "[" << i << "] = " << (*v)[i]
+          << " is not an integer, so fp32 sums of it are not exact (use another distribution)";
+        throw InvalidProblem(m.str());
+      }
+  const double bound = exact_sum_bound(p, in);
+  if (!(bound < kExactSumLimit)) {
+    std::ostringstream m;
+    m << "invalid inputs for --distribution exact: their sum of |terms| is " << bound
+      << ", not below 2^22 = " << kExactSumLimit << " (use another distribution)";
+    throw InvalidProblem(m.str());
+  }
 }
 
 double exact_sum_bound(const Problem& p, const HostInputs& in) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 namespace ladder {
@@ -77,6 +78,23 @@ void Problem::validate() const {
       reject(std::string(name) + " = " + std::to_string(v) + " exceeds 2^31 - 1 - " +
              std::to_string(kIndexHeadroom) + " (kernels hold it in a 32-bit int; loops and tiles run up to " +
              std::to_string(kIndexHeadroom) + " past the end)");
+  // The output size in double first: with every parameter below 2^31, PyTorch's formula can still
+  // exceed int64 ((in - 1)*stride + dilation*(kernel - 1) reaches 2^63), so out_h() and out_w()
+  // are only evaluated once this bound holds.
+  for (const auto& [axis, in, k, s, pad, op, d] :
+       {std::tuple<const char*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>{
+            "h", in_h, kernel_size.h, stride.h, padding.h, output_padding.h, dilation.h},
+        {"w", in_w, kernel_size.w, stride.w, padding.w, output_padding.w, dilation.w}}) {
+    const double out = double(in - 1) * double(s) - 2.0 * double(pad) + double(d) * double(k - 1) + double(op) + 1.0;
+    if (out > double(kInt32Max)) {
+      std::ostringstream m;
+      m << "in-plane index arithmetic needs 32 bits: out_" << axis << " = (in_" << axis << " - 1)*stride_" << axis
+        << " - 2*padding_" << axis << " + dilation_" << axis << "*(kernel_" << axis << " - 1) + output_padding_"
+        << axis << " + 1 = (" << in << " - 1)*" << s << " - 2*" << pad << " + " << d << "*" << (k - 1) << " + "
+        << op << " + 1 = " << out << " exceeds 2^31 - 1";
+      reject(m.str());
+    }
+  }
   // PyTorch: "output padding must be smaller than either stride or dilation".
   if (!(output_padding.h < stride.h || output_padding.h < dilation.h) ||
       !(output_padding.w < stride.w || output_padding.w < dilation.w))
@@ -185,8 +203,10 @@ std::string Problem::describe() const {
     << " input=" << in_h << "x" << in_w << " kernel_size=" << pair_str(kernel_size)
     << " stride=" << pair_str(stride) << " padding=" << pair_str(padding)
     << " output_padding=" << pair_str(output_padding) << " dilation=" << pair_str(dilation)
-    << " groups=" << groups << " scale=" << scale << (bias_scale != 1.0 ? " bias_scale=" + std::to_string(bias_scale) : std::string()) << " x~" << to_string(distribution)
-    << " seed=" << seed << " -> convT output " << out_h() << "x" << out_w();
+    << " groups=" << groups << " scale=" << scale;
+  if (bias_scale != 1.0) s << " bias_scale=" << bias_scale;  // shown only when not KernelBench's
+  s << " x~" << to_string(distribution) << " seed=" << seed << " -> convT output " << out_h() << "x"
+    << out_w();
   return s.str();
 }
 

@@ -1,5 +1,12 @@
 #include "provenance.hpp"
 
+#if defined(__has_include)
+#if __has_include("ladder_git_stamp.hpp")
+#include "ladder_git_stamp.hpp"  // build/generated, cmake/GitStamp.cmake
+#define LADDER_HAVE_GIT_STAMP 1
+#endif
+#endif
+
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -46,18 +53,23 @@ std::string first_line_field(const char* path, const std::string& key) {
   return {};
 }
 
+/// The commit the binary was built from, in this order: LADDER_GIT_COMMIT / LADDER_GIT_DIRTY in
+/// the environment (for a copy of the tree without .git, such as a remote GPU machine); the
+/// build-time stamp (cmake/GitStamp.cmake, rewritten at every build); the source tree's git
+/// at run time (builds without the stamp, such as the PyTorch extension); else "unknown".
 void git_state(Provenance& p) {
-#if defined(LADDER_GIT_COMMIT)
-  p.git_commit = LADDER_GIT_COMMIT;
-#if defined(LADDER_GIT_DIRTY)
-  p.git_dirty = LADDER_GIT_DIRTY;
-#endif
-#else
   if (const char* env = std::getenv("LADDER_GIT_COMMIT"); env && *env) {
     p.git_commit = env;
     if (const char* dirty = std::getenv("LADDER_GIT_DIRTY"); dirty && *dirty) p.git_dirty = dirty;
     return;
   }
+#if defined(LADDER_HAVE_GIT_STAMP)
+  if (std::string(LADDER_BUILD_GIT_COMMIT) != "unknown") {
+    p.git_commit = LADDER_BUILD_GIT_COMMIT;
+    p.git_dirty = LADDER_BUILD_GIT_DIRTY;
+    return;
+  }
+#endif
   // This file is common/provenance.cpp; its compile-time path names the source tree.
   std::error_code ec;
   const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path();
@@ -69,7 +81,6 @@ void git_state(Provenance& p) {
   // Tracked files only: untracked scratch files do not change what was built.
   if (const auto status = run_command(git + " status --porcelain --untracked-files=no"))
     p.git_dirty = status->empty() ? "no" : "yes";
-#endif
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The contract between a stage and the programs that run it (ladder, stage_NN, tests).
-// A stage is one folder stages/NN_name/ whose sources define `stage_NN_descriptor()`;
-// CMake finds the folders and generates the registry, so adding a stage adds nothing else.
+// A stage is one folder stages/NN_name/ whose sources register it with LADDER_REGISTER_STAGE
+// (stages/lib/register_stage.hpp); its number and name come from the folder name alone. CMake
+// finds the folders and generates the registry, so adding a stage adds nothing else.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -74,10 +75,11 @@ struct StageDescriptor {
   /// Optional one-time host-side setup for a problem (cudaFuncSetAttribute and the like), run
   /// before warm-up and outside every timed region. Throws like run_gpu.
   void (*prepare)(const Problem&) = nullptr;
-  /// True if the stage needs its workspace zeroed before its first run and leaves it zeroed
-  /// after every run (counters reset by the block that reads their final value): the caller
-  /// zeroes a new workspace once and keeps it for later runs of the same problem on the same
-  /// stream, which saves a memset per run. False: the workspace may hold anything.
+  /// True if the stage needs its workspace zeroed before its first run on a problem and leaves
+  /// it ready for the next run of the same problem (counters reset by the block that reads their
+  /// final value): the caller zeroes the workspace once and keeps it for later runs of that
+  /// problem on the same stream, which saves a memset per run; for another problem (another
+  /// layout) it zeroes it again. False: the workspace may hold anything.
   bool self_resetting_workspace = false;
 
   bool is_gpu() const { return run_gpu != nullptr; }

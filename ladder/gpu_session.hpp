@@ -60,8 +60,10 @@ class GpuSession {
   GpuTiming time_stage(const StageDescriptor& stage, int warmup, int reps, bool flush_l2,
                        const Progress& progress = {});
 
-  /// Prepares and runs `stage` once (outputs poisoned first) and returns its outputs: for tests.
-  GpuTiming run_once(const StageDescriptor& stage) { return time_stage(stage, 0, 1, false); }
+  /// For tests: prepares `stage`, runs it twice on one workspace (outputs poisoned before each
+  /// run) and returns the second run's outputs, so a stage that relies on what its previous run
+  /// left in the workspace (self_resetting_workspace) is checked too.
+  GpuTiming run_once(const StageDescriptor& stage) { return time_stage(stage, 1, 1, false); }
 
  private:
   void flush_l2();
@@ -71,6 +73,7 @@ class GpuSession {
   const Problem problem_;
   DeviceBuffer<float> x_, weight_, conv_bias_, bias_, pooled_, y_;
   DeviceBuffer<unsigned char> l2_flush_;
+  std::function<void()> flush_read_;  ///< reads l2_flush_ back after its memset (flush_l2)
   cudaStream_t stream_ = nullptr;
 };
 

@@ -1,4 +1,5 @@
-// The ladder program (and, linked with a one-stage registry, each stage_NN program).
+// The driver of the ladder program, of each stage_NN_name program and of the mutant programs:
+// compiled once (the object library ladder_main), linked with each program's generated registry.
 // With no arguments: the KernelBench problem through every stage this program has.
 #include <CLI/CLI.hpp>
 #include <cstdint>

@@ -151,6 +151,8 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   note(opt, "problem: " + p.describe());
   auto t0 = std::chrono::steady_clock::now();
   const HostInputs in = opt.inputs_dir.empty() ? make_inputs(p) : load_inputs(p, opt.inputs_dir);
+  // Loaded inputs checked at the exact tolerance must be exact inputs.
+  if (!opt.inputs_dir.empty() && p.distribution == Distribution::Exact) check_exact_inputs(p, in);
   note(opt, std::string(opt.inputs_dir.empty() ? "generated" : "loaded") + " inputs (" +
                 format_bytes(4.0 * double(in.x.size())) + " of x)");
 

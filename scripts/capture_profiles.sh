@@ -2,32 +2,87 @@
 # Re-captures the Nsight Compute profiles of every GPU stage on the KernelBench problem, on the
 # GPU this runs on, as text that diffs well: profiles/data/NN_name.txt (one sorted metric table
 # per kernel) plus the raw .ncu-rep under $OUT (or profiles/raw/, not committed).
-# Usage: scripts/capture_profiles.sh [BUILD_DIR]   (needs ncu on PATH and a GPU)
+# The stages are those of BUILD/stages.tsv (written by cmake/Stages.cmake); a GPU stage without
+# an entry in kernel_filter below stops the script before anything is profiled.
+# Usage: scripts/capture_profiles.sh [--check] [BUILD_DIR]   (needs ncu on PATH and a GPU)
+#   --check  only verify that every GPU stage of the list has an entry (no ncu, no GPU needed)
+# A relative BUILD_DIR is taken from the repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+check_only=
+if [ "${1:-}" = "--check" ]; then
+  check_only=1
+  shift
+fi
 build=${1:-build}
+list="$build/stages.tsv"
+if [ ! -f "$list" ]; then
+  echo "error: no stage list $list: configure the build with CMake first (cmake/Stages.cmake writes it)" >&2
+  exit 1
+fi
+
+# The kernels to profile, by stage name (the folder name without its number, so renumbering
+# keeps the entries); every GPU stage needs one. The stages that reuse the naive convT kernel
+# (lib/conv_transpose_gather.cuh) leave it out: it is profiled once, with per_thread_loop.
+kernel_filter() {
+  case $1 in
+    per_thread_loop | conv_pool_fusion | pool_before_conv) echo 'regex:.' ;;
+    atomics | shared_tree | warp_shuffle) echo 'regex:pool|logsumexp|divide' ;;
+    *) return 1 ;;
+  esac
+}
+
+folders=() filters=()
+missing=0
+while IFS=$'\t' read -r id folder name kind _rest; do
+  case $id in '' | '#'*) continue ;; esac
+  if [ "$kind" != gpu ]; then
+    echo "skipping stage $folder: a CPU stage, nothing for Nsight Compute" >&2
+    continue
+  fi
+  if ! filter=$(kernel_filter "$name"); then
+    echo "error: stage $folder has no kernel filter in scripts/capture_profiles.sh (kernel_filter); add one" >&2
+    missing=$((missing + 1))
+    continue
+  fi
+  folders+=("$folder") filters+=("$filter")
+done <"$list"
+if [ "$missing" -gt 0 ]; then
+  exit 1
+fi
+if [ ${#folders[@]} -eq 0 ]; then
+  echo "error: $list lists no GPU stage" >&2
+  exit 1
+fi
+if [ -n "$check_only" ]; then
+  echo "capture_profiles --check: every GPU stage has a kernel filter (${folders[*]})"
+  exit 0
+fi
+for folder in "${folders[@]}"; do
+  if [ ! -x "$build/stage_$folder" ]; then
+    echo "error: no program $build/stage_$folder: build it first" >&2
+    exit 1
+  fi
+done
+
 raw=${OUT:-profiles/raw}
 mkdir -p profiles/data "$raw"
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
           --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats)
 # Clocks as the card runs them (the ladder's timings use the same), caches flushed per pass.
 controls=(--clock-control none --cache-control all)
-# Stages 02-04 share stage 01's convT kernel: profile it once, in stage 01.
-declare -A kernels=([01]='regex:.' [02]='regex:pool|logsumexp|divide' [03]='regex:pool|logsumexp|divide'
-                    [04]='regex:pool|logsumexp|divide' [05]='regex:.' [06]='regex:.')
-for exe in "$build"/stage_0[1-9]_*; do
-  name=$(basename "$exe" | sed 's/^stage_//')
-  id=${name:0:2}
-  [ -n "${kernels[$id]:-}" ] || continue
+for i in "${!folders[@]}"; do
+  name=${folders[$i]} filter=${filters[$i]}
+  exe="$build/stage_$name"
   echo "profiling $name" >&2
   cmd=("$exe" --reps 1 --warmup 0 --no-cub -q)
   # Skip the ladder's streaming-read floor kernel: it is not the stage's.
-  ncu "${sections[@]}" "${controls[@]}" --kernel-name "${kernels[$id]}" --kernel-name-base function \
+  ncu "${sections[@]}" "${controls[@]}" --kernel-name "$filter" --kernel-name-base function \
       -f -o "$raw/$name" "${cmd[@]}" > "$raw/$name.log" 2>&1 || { tail -20 "$raw/$name.log"; exit 1; }
   ncu --import "$raw/$name.ncu-rep" --page raw --csv > "$raw/$name.csv"
   python3 scripts/profile_table.py "$raw/$name.csv" --exclude streaming_read_kernel \
       --header "ncu $(ncu --version | tail -1 | sed 's/.*Version //'); GPU $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); clock control none (as the card runs); cache control all (flushed before each replay pass)" \
-      --header "command: ncu ${sections[*]} ${controls[*]} --kernel-name '${kernels[$id]}' ${cmd[*]}" \
+      --header "command: ncu ${sections[*]} ${controls[*]} --kernel-name '$filter' ${cmd[*]}" \
       > "profiles/data/$name.txt"
 done
 echo "profiles written to profiles/data/" >&2

@@ -5,7 +5,9 @@ must be accepted), the mutant tests (a known-bad program must be rejected) and t
 
 A program is build/stage_NN_name, build/tests/mutant_<name> or build/ladder; it exits 0 when every
 check passed, 1 when a check failed or a stage raised an error, 2 on any other error. Each run
-adds `--reps 1 --warmup 0 --no-cub --no-flush-l2 -q --json FILE`, and the JSON says what happened.
+adds `--reps 1 --warmup 1 --no-cub --no-flush-l2 -q --json FILE` (two runs on one workspace, the
+second checked: a stage that leaves its workspace wrong for the next run fails), and the JSON says
+what happened.
 
 What one run shows, and how it counts:
   pass            exit 0, every stage ran on a GPU and matched the oracle, no sanitizer error
@@ -15,10 +17,11 @@ What one run shows, and how it counts:
   crash           exit 2, a signal, or no JSON: the program itself broke (under a sanitizer,
                   no JSON and no sanitizer error means the sanitizer broke: infrastructure)
 With --expect accept every run must be `pass`. With --expect reject the test passes at the first
-run that rejects: `oracle` or `sanitizer` always count; `stage error` and `crash` count only with
---tool memcheck, where a bad access that brings the program down is the expected evidence.
-Anywhere else they are infrastructure failures (a busy or broken GPU, a bad option), never
-evidence against a mutant, and the test fails. A run that exceeds --timeout fails the test too.
+run that rejects: `oracle` or `sanitizer` always count; `stage error` (a CUDA error the program
+caught and reported, such as an illegal address) counts only with --tool memcheck, where a bad
+access is the expected evidence. A `crash` (exit 2, a signal, no report) never counts: it says
+the program or the machine broke (a bad option, a host fault), not the kernel; like a stage error
+outside memcheck it is an infrastructure failure, and the test fails. A run that exceeds --timeout fails the test too.
 
 A first run on a tiny problem finds out whether there is a GPU and whether the stage runs on it.
 Without a GPU, --expect accept with --tool none or memcheck still runs every problem (the program
@@ -45,7 +48,7 @@ import tempfile
 SKIP = 77
 SANITIZER_EXIT = 99
 TOOLS = ("none", "memcheck", "racecheck", "synccheck", "initcheck")
-RUN_ARGS = ["--reps", "1", "--warmup", "0", "--no-cub", "--no-flush-l2", "-q"]
+RUN_ARGS = ["--reps", "1", "--warmup", "1", "--no-cub", "--no-flush-l2", "-q"]
 PROBE = ["--batch", "1", "--in-channels", "1", "--out-channels", "1", "--size", "4", "--distribution", "structured"]
 # compute-sanitizer's answers when it cannot instrument this device or system (not a stage's fault).
 SANITIZER_UNUSABLE = re.compile(r"Device not supported|not supported on this (device|platform|system)", re.I)
@@ -216,7 +219,7 @@ def main():
     if kind == "cpu_stage":
         print(f"SKIPPED {label}: {detail}: nothing for a GPU check to see")
         return SKIP
-    if kind in ("crash", "stage_error") and opt.expect == "reject" and opt.tool == "memcheck":
+    if kind == "stage_error" and opt.expect == "reject" and opt.tool == "memcheck":
         print(f"{shlex.join(PROBE)}: REJECTED ({kind}: {detail})\n{probe.tail(25)}")
         print(f"PASS {label}: rejected (it breaks on the smallest problem, even without memcheck)")
         return 0
@@ -232,7 +235,7 @@ def main():
             return SKIP
 
     runs = [(args, dist) for dist in distributions for args in problems]
-    rejecting = {"oracle", "sanitizer"} | ({"stage_error", "crash"} if opt.tool == "memcheck" else set())
+    rejecting = {"oracle", "sanitizer"} | ({"stage_error"} if opt.tool == "memcheck" else set())
     under = f" under {opt.tool}" if opt.tool != "none" else ""
     for i, (args, dist) in enumerate(runs, 1):
         r = execute(opt.program, args + ["--distribution", dist], opt.tool, sanitizer, opt.timeout)

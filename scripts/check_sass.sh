@@ -1,24 +1,103 @@
 #!/usr/bin/env bash
 # Checks, without a GPU, that each stage's machine code shows the stage's idea: disassembles
 # the stage objects of a build (BUILD/CMakeFiles/stage_NN.dir/**/*.o) with `cuobjdump -sass`
-# and asserts
-#   02 atomics:      global atomics (RED/REDG/ATOM/ATOMG ... ADD) in its pool kernel
-#   03 shared_tree:  barriers (BAR.SYNC), shared-memory loads (LDS) and stores (STS) in its
+# and asserts, for the stages listed in BUILD/stages.tsv (written by cmake/Stages.cmake),
+#   atomics:         global atomics (RED/REDG/ATOM/ATOMG ... ADD) in its pool kernel
+#   shared_tree:     barriers (BAR.SYNC), shared-memory loads (LDS) and stores (STS) in its
 #                    pool kernel
-#   04 warp_shuffle: warp shuffles (SHFL) and 128-bit global loads (LDG.E...128) in its pool
+#   warp_shuffle:    warp shuffles (SHFL) and 128-bit global loads (LDG.E...128) in its pool
 #                    kernel, warp shuffles in its log-sum-exp epilogue
-#   every stage:     no local memory (LDL/STL) in any kernel: no spills, no stack arrays.
+#   every GPU stage: no local memory (LDL/STL) in any kernel: no spills, no stack arrays.
+# The expectations are keyed by stage name (the folder name without its number), so renumbering
+# keeps them. Every GPU stage must have an entry in stage_idea below (an empty one when the
+# common check is all): a GPU stage without one fails, so a new stage cannot pass unchecked.
 # A stage's pool kernels are the kernels whose names contain "pool", its epilogue kernels
 # those whose names contain "logsumexp".
 # Prints one PASS/FAIL line per check and exits non-zero if any check fails.
 #
-# Usage: scripts/check_sass.sh [BUILD_DIR]   (default: build)
+# Usage: scripts/check_sass.sh [--check] [BUILD_DIR]   (default: build)
+#   --check  only verify that every stage of the list has an entry here (no cuobjdump needed)
 # cuobjdump is looked up as $CUOBJDUMP, on PATH, in $CUDA_HOME/bin and /usr/local/cuda/bin,
 # and in Python's site-packages (pip's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels).
 # cuobjdump needs nvdisasm beside it or on PATH.
 set -euo pipefail
 
+check_only=
+if [ "${1:-}" = "--check" ]; then
+  check_only=1
+  shift
+fi
 build=${1:-build}
+list="$build/stages.tsv"
+if [ ! -f "$list" ]; then
+  echo "FAIL: no stage list $list: configure the build with CMake first (cmake/Stages.cmake writes it)" >&2
+  exit 1
+fi
+
+failures=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# The opcode is the first word after an optional predicate (@P0, @!PT, ...).
+op='^(@!?U?P[0-9T]+[[:space:]]+)?'
+
+# stage_idea ID NAME: the checks of stage NAME's idea (expect calls); returns 3 when NAME has
+# no entry here.
+stage_idea() {
+  local id=$1
+  case $2 in
+    per_thread_loop) ;;   # the first port: the common check only
+    atomics)
+      expect "$id" pool "global atomics" "${op}(RED|REDG|ATOM|ATOMG)\\.[A-Z0-9_.]*ADD" ;;
+    shared_tree)
+      expect "$id" pool "barriers" "${op}BAR\\.SYNC"
+      expect "$id" pool "shared-memory loads" "${op}LDS([.[:space:]]|$)"
+      expect "$id" pool "shared-memory stores" "${op}STS([.[:space:]]|$)" ;;
+    warp_shuffle)
+      expect "$id" pool "warp shuffles" "${op}SHFL\\."
+      expect "$id" pool "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
+      expect "$id" logsumexp "warp shuffles" "${op}SHFL\\." ;;
+    conv_pool_fusion) ;;  # the common check only
+    pool_before_conv) ;;  # the common check only
+    *) return 3 ;;
+  esac
+}
+no_entry() {
+  fail "stage $1 $2: no SASS expectation in scripts/check_sass.sh (stage_idea); add an entry," \
+       "an empty one if the common check is all"
+}
+
+# The stages of this build, from its list (columns: id, folder, name, kind, ...).
+ids=() names=() kinds=()
+while IFS=$'\t' read -r id _folder name kind _rest; do
+  case $id in '' | '#'*) continue ;; esac
+  ids+=("$id") names+=("$name") kinds+=("$kind")
+done <"$list"
+if [ ${#ids[@]} -eq 0 ]; then
+  echo "FAIL: $list lists no stages" >&2
+  exit 1
+fi
+
+if [ -n "$check_only" ]; then
+  expect() { :; }
+  for i in "${!ids[@]}"; do
+    [ "${kinds[$i]}" = gpu ] || continue
+    rc=0
+    stage_idea "${ids[$i]}" "${names[$i]}" || rc=$?
+    if [ "$rc" = 3 ]; then
+      no_entry "${ids[$i]}" "${names[$i]}"
+    else
+      pass "stage ${ids[$i]} ${names[$i]} has a SASS expectation entry"
+    fi
+  done
+  if [ "$failures" -gt 0 ]; then
+    echo "check_sass --check: $failures stage(s) without an entry"
+    exit 1
+  fi
+  echo "check_sass --check: every GPU stage has an entry"
+  exit 0
+fi
+
 if [ ! -d "$build/CMakeFiles" ]; then
   echo "FAIL: $build is not a CMake build directory (no $build/CMakeFiles); build first" >&2
   exit 1
@@ -56,12 +135,8 @@ echo "using $cuobjdump_bin"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-failures=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
 # Disassembles stage NN into $tmp/NN.sass; returns 1 when the stage has no object with device
-# code (a CPU stage), 2 when it has no objects at all.
+# code, 2 when it has no objects at all.
 disassemble() {
   local id=$1 out="$tmp/$1.sass" obj found=0
   : >"$out"
@@ -106,54 +181,32 @@ expect() {
   fi
 }
 
-# The opcode is the first word after an optional predicate (@P0, @!PT, ...).
-op='^(@!?U?P[0-9T]+[[:space:]]+)?'
-
-# Every stage of this build with device code: no local memory.
-ids=()
-for dir in "$build"/CMakeFiles/stage_[0-9][0-9].dir; do
-  [ -d "$dir" ] && ids+=("$(basename "$dir" | cut -c7-8)")
-done
-if [ ${#ids[@]} -eq 0 ]; then
-  echo "FAIL: no stage objects under $build/CMakeFiles (stage_NN.dir); build first" >&2
-  exit 1
-fi
-for id in "${ids[@]}"; do
+# Every stage of the list: a GPU stage's kernels use no local memory and show its idea.
+for i in "${!ids[@]}"; do
+  id=${ids[$i]} name=${names[$i]}
+  if [ "${kinds[$i]}" != gpu ]; then
+    echo "SKIP: stage $id $name is a CPU stage: no GPU machine code to check"
+    continue
+  fi
   rc=0
   disassemble "$id" || rc=$?
   if [ "$rc" = 2 ]; then
-    fail "stage $id: no objects under $build/CMakeFiles/stage_$id.dir (not built?)"
+    fail "stage $id $name: no objects under $build/CMakeFiles/stage_$id.dir (not built?)"
     continue
   fi
-  [ "$rc" = 1 ] && continue  # a CPU stage
+  if [ "$rc" = 1 ]; then
+    fail "stage $id $name: a GPU stage with no device code in its objects (built without sm_XX code?)"
+    continue
+  fi
   if where=$(first_match "$tmp/$id.sass" "${op}(LDL|STL)([.[:space:]]|$)" ""); then
     fail "stage $id uses local memory: $where"
   else
     pass "stage $id kernels use no local memory (no LDL/STL)"
   fi
+  rc=0
+  stage_idea "$id" "$name" || rc=$?
+  if [ "$rc" = 3 ]; then no_entry "$id" "$name"; fi
 done
-
-# Each stage's idea, in its machine code.
-check_stage() {
-  local id=$1
-  if [ ! -s "$tmp/$id.sass" ] || ! grep -q 'Function :' "$tmp/$id.sass"; then
-    fail "stage $id: no SASS to check (stage missing or built without sm_XX code)"
-    return 1
-  fi
-}
-if check_stage 02; then
-  expect 02 pool "global atomics" "${op}(RED|REDG|ATOM|ATOMG)\\.[A-Z0-9_.]*ADD"
-fi
-if check_stage 03; then
-  expect 03 pool "barriers" "${op}BAR\\.SYNC"
-  expect 03 pool "shared-memory loads" "${op}LDS([.[:space:]]|$)"
-  expect 03 pool "shared-memory stores" "${op}STS([.[:space:]]|$)"
-fi
-if check_stage 04; then
-  expect 04 pool "warp shuffles" "${op}SHFL\\."
-  expect 04 pool "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
-  expect 04 logsumexp "warp shuffles" "${op}SHFL\\."
-fi
 
 if [ "$failures" -gt 0 ]; then
   echo "check_sass: $failures check(s) failed"

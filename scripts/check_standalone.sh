@@ -4,6 +4,9 @@
 # document means nothing to a reader. Run by CI (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Outside a git checkout there is nothing to list: say so instead of passing vacuously.
+git ls-files --error-unmatch README.md > /dev/null 2>&1 ||
+  { echo "error: $(pwd) is not a git checkout with README.md tracked; cannot list tracked files" >&2; exit 1; }
 pattern='\.\./shared|BRIEF\.md|\bthe brief\b|\bbrief, (section|mistake)'
 # This script names the pattern itself; every other tracked file must be free of it.
 if hits=$(git ls-files -z | grep -zv '^scripts/check_standalone.sh$' |

@@ -76,6 +76,44 @@ KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first v
 _T0 = time.monotonic()
 
 
+def provenance() -> dict:
+    """Where a result came from, as the ladder's JSON records it: git commit (LADDER_GIT_COMMIT /
+    LADDER_GIT_DIRTY override it where the tree has no .git), nvcc and driver versions, host CPU,
+    date. Fields that cannot be read are "unknown"."""
+    import datetime
+    import os
+    import subprocess
+
+    def run(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    root = str(REPO_ROOT)
+    commit = os.environ.get("LADDER_GIT_COMMIT") or run(["git", "-C", root, "rev-parse", "HEAD"]) or "unknown"
+    dirty = os.environ.get("LADDER_GIT_DIRTY")
+    if dirty is None:
+        status = run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
+        dirty = "unknown" if commit == "unknown" else ("yes" if status else "no")
+    nvcc = next((l.split("release")[-1].strip() for l in run(["nvcc", "--version"]).splitlines() if "release" in l),
+                "unknown")
+    driver = "unknown"
+    try:
+        first = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
+        driver = next((w for w in first.split() if w.count(".") >= 1 and w.replace(".", "").isdigit()), "unknown")
+    except (OSError, IndexError):
+        pass
+    cpu = "unknown"
+    try:
+        cpu = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                   if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"git_commit": commit, "git_dirty": dirty, "nvcc_version": nvcc, "driver_release": driver,
+            "host_cpu": cpu, "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
 def log(msg: str) -> None:
     print(f"[compare_pytorch {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
@@ -361,6 +399,33 @@ def model_new_grad_check(torch, Model, ModelNew, seed):
     return case
 
 
+def alternating_shapes_check(torch, Model, ModelNew, seed):
+    """ModelNew on two problems in turn, A B A B, each against the float64 Model: the operator
+    keeps a self-resetting stage's workspace between calls (stage_call.cpp), and a problem with
+    another layout must not inherit the previous one's state. B has more (n, ci) planes than A
+    but a smaller workspace."""
+    torch.manual_seed(seed)
+    shapes = {"A": (2, 8, 16, 64, 64), "B": (128, 64, 8, 32, 32)}
+    built = {}
+    for name, (n, cin, cout, h, w) in shapes.items():
+        model = Model(cin, cout, 3, (cout, 1, 1)).cuda()
+        new = ModelNew(cin, cout, 3, (cout, 1, 1)).cuda()
+        new.load_state_dict(model.state_dict())
+        x = torch.rand(n, cin, h, w, device="cuda")
+        with torch.no_grad():
+            y64 = copy.deepcopy(model).double()(x.double())
+        built[name] = (new, x, y64)
+    worst, ok = 0.0, True
+    with torch.no_grad():
+        for name in "ABAB":
+            new, x, y64 = built[name]
+            err = (new(x).double() - y64).abs().max().item()
+            ok = ok and math.isfinite(err) and err <= 1e-4 * max(1.0, y64.abs().max().item())
+            worst = max(worst, err) if math.isfinite(err) else float("inf")
+    return {"problem": "A (2, 8->16, 64x64), B (128, 64->8, 32x32), called A B A B",
+            "model": "ModelNew vs fp64 Model, y", "max_abs_y": worst, "pass": ok}
+
+
 def error_checks(torch, stage):
     """Wrong tensors and parameters must raise the C++ checks' errors (ValueError / TypeError,
     message naming the culprit), through ModelNew's entry (a CPython function in the extension)
@@ -535,6 +600,7 @@ def main(argv=None) -> int:
         "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
         "cudnn_allow_tf32_default": bool(torch.backends.cudnn.allow_tf32),
         "reps": args.reps, "warmup": args.warmup, "seed": args.seed,
+        "provenance": provenance(),
     }
     result = {"skipped": False, "meta": meta, "checks": [], "grad_checks": [], "error_checks": [],
               "timings": [], "notes": []}
@@ -637,6 +703,7 @@ def main(argv=None) -> int:
             # ModelNew returns y only; its pooled is its stage's, checked above.
             c = compare(f"ModelNew ({new_id})", "fp64 Model", pooled64, y_new, pooled64, y64, tol, True)
             c["note"] = "y only (ModelNew returns y)"
+            c["max_abs_pooled"] = c["pooled_worst_ratio_to_bound"] = None  # not measured: y only
             checks.append(c)
             result["error_checks"] = error_checks(torch, new_id)
         del pooled_tf32, pooled_fp32
@@ -650,6 +717,7 @@ def main(argv=None) -> int:
             meta["grad_check_stage"] = grad_stage
             if model_new is not None:
                 result["grad_checks"].append(model_new_grad_check(torch, Model, ModelNew, args.seed))
+                result["grad_checks"].append(alternating_shapes_check(torch, Model, ModelNew, args.seed))
         except Exception as e:
             result["grad_checks"].append({"pass": False, "error": f"{type(e).__name__}: {e}",
                                           "traceback": traceback.format_exc()})
@@ -753,8 +821,10 @@ def print_report(result) -> None:
         if c["nan_mismatches"]:
             verdict += f" ({c['nan_mismatches']} NaN)"
         kb = "ok" if c["kernelbench_allclose"] else "no"
-        print(f"{c['variant']:<26} {c['against']:<24} {c['max_abs_pooled']:>10.2e} "
-              f"{c['pooled_worst_ratio_to_bound']:>8.3f} {c['max_abs_y']:>10.2e} {kb:>3}  {verdict}")
+        p_err = "-" if c["max_abs_pooled"] is None else f"{c['max_abs_pooled']:.2e}"
+        p_ratio = "-" if c["pooled_worst_ratio_to_bound"] is None else f"{c['pooled_worst_ratio_to_bound']:.3f}"
+        print(f"{c['variant']:<26} {c['against']:<24} {p_err:>10} "
+              f"{p_ratio:>8} {c['max_abs_y']:>10.2e} {kb:>3}  {verdict}")
     if result["grad_checks"]:
         gc = result["grad_checks"]
         bad = [g for g in gc if not g.get("pass")]

@@ -1,13 +1,20 @@
 """Finds the stage folders and JIT-builds the binding with torch.utils.cpp_extension.load.
 
+The stages come from cmake/Stages.cmake, the one implementation of stage discovery, run in
+script mode (`cmake -P`, no compiler involved): it writes the same stage list (stages.tsv) that
+CMake writes into a build directory and the scripts read, and the registry. So this file never
+decides what a stage is; it needs a `cmake` on PATH (or LADDER_CMAKE), as building the project
+does.
+
 What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmake):
   - csrc/*.cpp, this package's C++: the pybind module (binding.cpp), the argument checks and
     stage calls (stage_call.cpp) and the registered operator with its autograd (stage_op.cpp),
   - common/*.cpp (problem model, CUDA checks, ...),
-  - every GPU stage folder stages/NN_name/ (one that holds a .cu file; stage 00, the CPU
-    reference, has none and is left out): its .cu and .cpp files,
-  - a generated registry, registry.cpp, defining ladder::registered_stages() over
-    stage_NN_descriptor() for the stages built, as cmake/Stages.cmake writes it.
+  - every GPU stage of the list (stage 00, the CPU reference, is left out): its sources, each
+    with the stage's compile definitions (LADDER_STAGE_ID, LADDER_STAGE_NAME, LADDER_STAGE_SYMBOL,
+    which stages/lib/register_stage.hpp turns into the descriptor),
+  - a generated registry, registry.cpp, defining ladder::registered_stages() over the stages
+    built, written by cmake/Stages.cmake.
 Flags: -O3, -std=c++17 (c++20 from torch 2.12 on, whose headers need it; LADDER_CXX_STD overrides),
 code for the local GPU's architecture only (torch.cuda.get_device_capability, sm_90 where none
 is visible; LADDER_CUDA_ARCH=90a overrides), include dirs csrc/, common/ and stages/. The architecture
@@ -16,9 +23,10 @@ its own for every visible GPU whatever extra_cuda_cflags say, so an -arch flag t
 only be a second, possibly conflicting, target. "9.0" becomes -gencode=arch=compute_90,code=sm_90.
 
 cpp_extension names object files after the sources' base names, so two stages with a
-kernels.cu each would collide: every project source is compiled through a one-line wrapper
-(#include "<absolute path>") with a unique name in the build directory. Dependencies on the
-real files and their headers are still tracked (ninja depfiles), so editing a stage rebuilds it.
+kernels.cu each would collide: every project source is compiled through a small wrapper (the
+stage's definitions, then #include "<absolute path>") with a unique name in the build directory.
+Dependencies on the real files and their headers are still tracked (ninja depfiles), so editing a
+stage rebuilds it.
 
 The C++ compiler must link libstdc++ dynamically, as PyTorch does: a static copy inside the
 extension is a second libstdc++ in the process, and formatting a number into an error message
@@ -29,7 +37,7 @@ is static, builds with the first c++/g++ on PATH that links it dynamically (CXX 
 the build only; LADDER_TORCH_CXX / LADDER_TORCH_CC force a choice).
 
 Nothing here imports torch until load_extension() is called, so the discovery and the
-registry text can be checked on a machine without PyTorch.
+registry can be checked on a machine without PyTorch.
 """
 
 from __future__ import annotations
@@ -50,32 +58,63 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CSRC = Path(__file__).resolve().parent / "csrc"
 
-_STAGE_DIR_RE = re.compile(r"^(\d\d)_[A-Za-z0-9_]+$")
-
-
 @dataclass(frozen=True)
 class StageFolder:
     id: str  # "06"
     folder: str  # "06_pool_before_conv"
     path: Path
     sources: tuple  # the folder's .cu and .cpp files, sorted
+    name: str = ""  # "pool_before_conv"
+    kind: str = "gpu"  # "gpu" (a .cu source) or "cpu"
+    definitions: tuple = ()  # ("LADDER_STAGE_ID=\"06\"", ...): compile definitions of its sources
 
     @property
     def is_gpu(self) -> bool:
-        return any(s.suffix == ".cu" for s in self.sources)
+        return self.kind == "gpu"
+
+
+def _cmake() -> str:
+    exe = os.environ.get("LADDER_CMAKE") or shutil.which("cmake")
+    if not exe:
+        raise RuntimeError("the stages are found by cmake/Stages.cmake, and there is no cmake on PATH: install "
+                           "CMake 3.24 or newer (e.g. pip install cmake) or set LADDER_CMAKE to one")
+    return exe
+
+
+def run_stages_cmake(root: Path = REPO_ROOT, **definitions) -> None:
+    """Runs cmake/Stages.cmake in script mode with -D<key>=<value> for each keyword argument
+    (LADDER_STAGE_LIST_OUT, LADDER_REGISTRY_OUT, LADDER_REGISTRY_IDS); raises RuntimeError with
+    its message when it fails (a folder under stages/ it cannot place, an unknown stage id)."""
+    definitions = {"LADDER_STAGES_DIR": root / "stages", **definitions}
+    cmd = [_cmake()] + [f"-D{k}={v}" for k, v in definitions.items()] + ["-P", str(root / "cmake" / "Stages.cmake")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"cmake/Stages.cmake failed: {(r.stderr or r.stdout).strip()}\n(command: {shlex.join(cmd)})")
+
+
+def read_stage_list(path: Path, root: Path = REPO_ROOT) -> list:
+    """The StageFolders of a stage list (stages.tsv, format in cmake/Stages.cmake), in its order."""
+    out = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line or line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 6:
+            raise ValueError(f"{path}:{number}: expected 6 tab-separated columns, got {len(cols)}: {line!r}")
+        sid, folder, name, kind, sources, definitions = cols
+        d = root / "stages" / folder
+        out.append(StageFolder(sid, folder, d, tuple(d / s for s in sources.split(";") if s), name, kind,
+                               tuple(x for x in definitions.split(";") if x)))
+    return out
 
 
 def stage_folders(root: Path = REPO_ROOT) -> list:
-    """Every stages/NN_name/ folder with sources, in ladder order (as CMake globs them)."""
-    out = []
-    for d in sorted((root / "stages").glob("[0-9][0-9]_*")):
-        m = _STAGE_DIR_RE.match(d.name)
-        if not d.is_dir() or not m:
-            continue
-        sources = tuple(sorted(p for p in d.iterdir() if p.suffix in (".cu", ".cpp") and p.is_file()))
-        if sources:
-            out.append(StageFolder(m.group(1), d.name, d, sources))
-    return out
+    """Every stage under root/stages, in ladder order, as cmake/Stages.cmake finds them (it runs
+    that file: the rules live there only)."""
+    with tempfile.TemporaryDirectory(prefix="ladder_stages_") as tmp:
+        out = Path(tmp) / "stages.tsv"
+        run_stages_cmake(root, LADDER_STAGE_LIST_OUT=out)
+        return read_stage_list(out, root)
 
 
 def gpu_stages(root: Path = REPO_ROOT) -> list:
@@ -116,24 +155,10 @@ def select_stages(requested=None, root: Path = REPO_ROOT) -> list:
     return [available[i] for i in ids]
 
 
-def registry_source(ids) -> str:
-    """The registry cmake/Stages.cmake generates (ladder_write_registry), for these stage ids."""
-    decls = "".join(f"const StageDescriptor& stage_{i}_descriptor();\n" for i in ids)
-    entries = "".join(f"      &stage_{i}_descriptor(),\n" for i in ids)
-    return (
-        "// Generated by python/conv_pool_ladder/_build.py, as cmake/Stages.cmake does. Do not edit.\n"
-        '#include "stage.hpp"\n'
-        "\n"
-        "namespace ladder {\n"
-        f"{decls}\n"
-        "const std::vector<const StageDescriptor*>& registered_stages() {\n"
-        "  static const std::vector<const StageDescriptor*> stages{\n"
-        f"{entries}  }};\n"
-        "  return stages;\n"
-        "}\n"
-        "\n"
-        "}  // namespace ladder\n"
-    )
+def write_registry(path: Path, ids, root: Path = REPO_ROOT) -> None:
+    """Writes the registry of these stage ids, as CMake writes it (cmake/Stages.cmake leaves an
+    unchanged file alone, so ninja does not rebuild it)."""
+    run_stages_cmake(root, LADDER_REGISTRY_OUT=path, LADDER_REGISTRY_IDS=",".join(ids))
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -168,18 +193,19 @@ def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT) -> list:
     src_dir.mkdir(parents=True, exist_ok=True)
     sources = [str(CSRC / "binding.cpp")] + [str(p) for p in sorted(CSRC.glob("*.cpp")) if p.name != "binding.cpp"]
 
-    def wrap(prefix: str, path: Path) -> None:
+    def wrap(prefix: str, path: Path, definitions=()) -> None:
         wrapper = src_dir / f"{prefix}__{path.stem}{path.suffix}"
-        _write_if_changed(wrapper, f'// Wrapper: compiles {path} under a unique object name.\n#include "{path}"\n')
+        defines = "".join("#define {} {}\n".format(*d.split("=", 1)) for d in definitions)
+        _write_if_changed(wrapper, f'// Wrapper: compiles {path} under a unique object name.\n{defines}#include "{path}"\n')
         sources.append(str(wrapper))
 
     for p in sorted((root / "common").glob("*.cpp")):
         wrap("common", p)
     for s in stages:
         for p in s.sources:
-            wrap(f"stage{s.id}", p)
+            wrap(f"stage{s.id}", p, s.definitions)
     registry = src_dir / "registry.cpp"
-    _write_if_changed(registry, registry_source([s.id for s in stages]))
+    write_registry(registry, [s.id for s in stages], root)
     sources.append(str(registry))
     return sources
 

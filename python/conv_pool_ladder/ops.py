@@ -2,7 +2,7 @@
 
 run_stage(...)      one stage, returns (pooled (N, Cout), y (N, 1)); no autograd.
 stage_forward(...)  y (N, 1) through the extension's registered operator, differentiable: its
-                    autograd formula is C++ (csrc/stage_op.cpp, StageFunction), exact for first
+                    autograd formula is C++ (csrc/stage_op.cpp, StageBackward), exact for first
                     and second derivatives; what ModelNew calls.
 stage_op(stage)     the same operator as torch.ops sees it (torch.ops.<module>.stage_forward).
 

@@ -4,6 +4,7 @@
 // three steps so that tests can call them without a stage): the slowest rung and the truth.
 #include <chrono>
 
+#include "lib/register_stage.hpp"
 #include "oracle.hpp"
 #include "stage.hpp"
 
@@ -32,11 +33,9 @@ CpuStageResult run_cpu_reference(const Problem& p, const HostInputs& in) {
 
 }  // namespace
 
-const StageDescriptor& stage_00_descriptor() {
-  static const StageDescriptor d{"00", "cpu_reference",
-                                 "literal pipeline on the CPU, fp64, OpenMP over (n, co)",
-                                 run_cpu_reference, nullptr, nullptr};
-  return d;
+LADDER_REGISTER_STAGE(d) {
+  d.idea = "literal pipeline on the CPU, fp64, OpenMP over (n, co)";
+  d.run_cpu = run_cpu_reference;
 }
 
 }  // namespace ladder

@@ -1,10 +1,11 @@
 // Stage 01: the first GPU port. Correct first, fast later:
-//  - conv:     one thread per convT output element (conv_transpose_gather.cuh), output in HBM;
+//  - conv:     one thread per convT output element (lib/conv_transpose_gather.cuh), output in HBM;
 //  - pool:     one thread per (n, co) walks its whole plane, so only N*Cout threads run and
 //              neighbouring threads read addresses a whole plane apart (uncoalesced);
 //  - epilogue: one thread per sample: + bias, stable log-sum-exp over channels, x scale.
-#include "01_per_thread_loop/bias_logsumexp_per_thread.cuh"
-#include "01_per_thread_loop/conv_transpose_gather.cuh"
+#include "lib/bias_logsumexp_per_thread.cuh"
+#include "lib/conv_transpose_gather.cuh"
+#include "lib/register_stage.hpp"
 
 namespace ladder {
 namespace {
@@ -47,12 +48,11 @@ void run(const GpuStageArgs& a) {
 
 }  // namespace
 
-const StageDescriptor& stage_01_descriptor() {
-  static const StageDescriptor d{"01", "per_thread_loop",
-                                 "naive GPU port: thread per output, thread per plane, thread per sample",
-                                 nullptr, workspace_bytes, run, /*computes_conv=*/true,
-                                 /*deterministic=*/true};  // every sum in one thread, in order
-  return d;
+LADDER_REGISTER_STAGE(d) {
+  d.idea = "naive GPU port: thread per output, thread per plane, thread per sample";
+  d.workspace_bytes = workspace_bytes;
+  d.run_gpu = run;
+  d.deterministic = true;  // every sum in one thread, in order
 }
 
 }  // namespace ladder

@@ -1,13 +1,14 @@
 // Stage 02: pooling with global atomics. The conv is stage 01's; only the pool changes:
-//  - conv:     one thread per convT output element (01_per_thread_loop/conv_transpose_gather.cuh);
+//  - conv:     one thread per convT output element (lib/conv_transpose_gather.cuh);
 //  - pool:     one thread per convT element does atomicAdd(&sums[plane], value): as many threads
 //              as elements, neighbouring threads read neighbouring addresses (coalesced), but
 //              every thread of a plane updates the same address (contention), and the order of
 //              the additions, hence the rounding, changes from run to run;
 //  - epilogue: unchanged from stage 01 (one thread per sample, two-pass log-sum-exp).
-#include "01_per_thread_loop/bias_logsumexp_per_thread.cuh"
-#include "01_per_thread_loop/conv_transpose_gather.cuh"
-#include "02_atomics/plane_sums.cuh"
+#include "lib/bias_logsumexp_per_thread.cuh"
+#include "lib/conv_transpose_gather.cuh"
+#include "lib/plane_sums.cuh"
+#include "lib/register_stage.hpp"
 #include "logsumexp.hpp"
 
 namespace ladder {
@@ -56,11 +57,10 @@ void run(const GpuStageArgs& a) {
 
 }  // namespace
 
-const StageDescriptor& stage_02_descriptor() {
-  static const StageDescriptor d{"02", "atomics",
-                                 "thread per element, atomicAdd into its plane's sum",
-                                 nullptr, workspace_bytes, run};
-  return d;
+LADDER_REGISTER_STAGE(d) {
+  d.idea = "thread per element, atomicAdd into its plane's sum";
+  d.workspace_bytes = workspace_bytes;
+  d.run_gpu = run;
 }
 
 }  // namespace ladder

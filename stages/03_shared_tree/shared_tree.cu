@@ -1,6 +1,6 @@
 // Stage 03: block-level tree reduction in shared memory (Harris, "Optimizing Parallel Reduction
 // in CUDA"). The conv is stage 01's; only the pool changes:
-//  - conv:     one thread per convT output element (01_per_thread_loop/conv_transpose_gather.cuh);
+//  - conv:     one thread per convT output element (lib/conv_transpose_gather.cuh);
 //  - pool:     each block reduces one chunk of one plane: every thread loads kLoadsPerThread
 //              elements and adds them as it loads (first add during load), the block halves
 //              its partial sums level by level in shared memory (sequential addressing, a
@@ -10,9 +10,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "01_per_thread_loop/bias_logsumexp_per_thread.cuh"
-#include "01_per_thread_loop/conv_transpose_gather.cuh"
-#include "02_atomics/plane_sums.cuh"
+#include "lib/bias_logsumexp_per_thread.cuh"
+#include "lib/conv_transpose_gather.cuh"
+#include "lib/plane_sums.cuh"
+#include "lib/register_stage.hpp"
 #include "logsumexp.hpp"
 
 namespace ladder {
@@ -104,11 +105,10 @@ void run(const GpuStageArgs& a) {
 
 }  // namespace
 
-const StageDescriptor& stage_03_descriptor() {
-  static const StageDescriptor d{"03", "shared_tree",
-                                 "block tree reduction in shared memory, one atomicAdd per block",
-                                 nullptr, workspace_bytes, run};
-  return d;
+LADDER_REGISTER_STAGE(d) {
+  d.idea = "block tree reduction in shared memory, one atomicAdd per block";
+  d.workspace_bytes = workspace_bytes;
+  d.run_gpu = run;
 }
 
 }  // namespace ladder

@@ -1,6 +1,6 @@
 // Stage 04: warp shuffles and 16-byte loads. The conv is stage 01's; the pool and the epilogue
 // change:
-//  - conv:     one thread per convT output element (01_per_thread_loop/conv_transpose_gather.cuh);
+//  - conv:     one thread per convT output element (lib/conv_transpose_gather.cuh);
 //  - pool:     each block reduces one chunk of one plane: each thread walks the chunk with
 //              float4 loads, kUnroll independent 16-byte loads in flight before it adds any of
 //              them; a warp then sums its 32 values with __shfl_down_sync (registers only, no
@@ -13,8 +13,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "01_per_thread_loop/conv_transpose_gather.cuh"
-#include "02_atomics/plane_sums.cuh"
+#include "lib/aligned_split.cuh"
+#include "lib/conv_transpose_gather.cuh"
+#include "lib/plane_sums.cuh"
+#include "lib/register_stage.hpp"
+#include "lib/warp_reduce.cuh"
 #include "logsumexp.hpp"
 
 namespace ladder {
@@ -63,11 +66,10 @@ __global__ void pool_warp_shuffle(const float* __restrict__ conv_out, int plane_
   const int chunk = int(blockIdx.x - plane * chunks_per_plane);
   const float* src = conv_out + int64_t(plane) * plane_size;
 
-  // Split the plane by the address, so any base offset works (src is at least 4-byte aligned).
-  const int misaligned = int((reinterpret_cast<uintptr_t>(src) / sizeof(float)) % 4);
-  const int head = min((4 - misaligned) % 4, plane_size);
-  const int body4 = (plane_size - head) / 4;
-  const int tail_begin = head + 4 * body4;
+  // Split the plane by the address (lib/aligned_split.cuh), so any base offset works (src is at
+  // least 4-byte aligned).
+  const ChunkSplit split = split_chunk(reinterpret_cast<uintptr_t>(src), plane_size);
+  const int head = split.head, body4 = split.body4, tail_begin = split.tail_begin;
   const float4* body = reinterpret_cast<const float4*>(src + head);
 
   float acc = 0.0f;
@@ -107,9 +109,10 @@ __global__ void pool_warp_shuffle(const float* __restrict__ conv_out, int plane_
 /// Changed from stages 01-03 (one thread per sample, two passes over the channels): lane l
 /// folds channels l, l+32, ... into an online (max, sum of exp(z - max)) pair in one pass
 /// (lse_push), and the 32 pairs are merged in five butterfly steps with __shfl_xor_sync
-/// (lse_merge is associative, so any tree gives the same value up to rounding). Lanes without
-/// a channel (Cout < 32) hold the empty pair (-inf, 0), which merges as a no-op. Every step
-/// keeps torch.logsumexp's max shift, so nothing overflows; inf and NaN follow its rules.
+/// (warp_allreduce_lse, lib/warp_reduce.cuh; lse_merge is associative, so any tree gives the
+/// same value up to rounding). Lanes without a channel (Cout < 32) hold the empty pair
+/// (-inf, 0), which merges as a no-op. Every step keeps torch.logsumexp's max shift, so nothing
+/// overflows; inf and NaN follow its rules.
 __global__ void bias_logsumexp_warp(const float* __restrict__ pooled, const float* __restrict__ bias,
                                     int64_t batch, int channels, float scale, float* __restrict__ y) {
   const int64_t n = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
@@ -118,12 +121,7 @@ __global__ void bias_logsumexp_warp(const float* __restrict__ pooled, const floa
   const float* z = pooled + n * channels;
   float max_z = -INFINITY, sum_exp = 0.0f;
   for (int c = lane; c < channels; c += kWarp) lse_push(max_z, sum_exp, z[c] + bias[c]);
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
-    const float other_max = __shfl_xor_sync(kFullMask, max_z, offset);
-    const float other_sum = __shfl_xor_sync(kFullMask, sum_exp, offset);
-    lse_merge(max_z, sum_exp, other_max, other_sum);
-  }
+  warp_allreduce_lse(max_z, sum_exp);
   if (lane == 0) y[n] = scale * lse_finish(max_z, sum_exp);
 }
 
@@ -167,11 +165,10 @@ void run(const GpuStageArgs& a) {
 
 }  // namespace
 
-const StageDescriptor& stage_04_descriptor() {
-  static const StageDescriptor d{"04", "warp_shuffle",
-                                 "warp shuffles, float4 loads, online log-sum-exp across lanes",
-                                 nullptr, workspace_bytes, run};
-  return d;
+LADDER_REGISTER_STAGE(d) {
+  d.idea = "warp shuffles, float4 loads, online log-sum-exp across lanes";
+  d.workspace_bytes = workspace_bytes;
+  d.run_gpu = run;
 }
 
 }  // namespace ladder

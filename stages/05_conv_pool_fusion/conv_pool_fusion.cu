@@ -19,6 +19,8 @@
 
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
+#include "lib/register_stage.hpp"
+#include "lib/warp_reduce.cuh"
 #include "logsumexp.hpp"
 #include "stage.hpp"
 
@@ -175,12 +177,7 @@ __device__ void finish_sample(const FusedArgs& a, int64_t n) {
     __syncthreads();  // slice is rewritten by the next 32 channels
   }
   if (warp == 0) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float m_other = __shfl_xor_sync(0xffffffffu, m, offset);
-      const float l_other = __shfl_xor_sync(0xffffffffu, l, offset);
-      lse_merge(m, l, m_other, l_other);
-    }
+    warp_allreduce_lse(m, l);
     if (lane == 0) a.y[n] = a.scale * lse_finish(m, l);
   }
 }
@@ -334,9 +331,7 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_stride1_tiled(FusedArgs
 
   // Channel sums of the block: a shuffle tree per channel (fixed order), lane 0 writes.
 #pragma unroll
-  for (int c = 0; c < kCo; ++c)
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) pool[c] += __shfl_xor_sync(0xffffffffu, pool[c], offset);
+  for (int c = 0; c < kCo; ++c) pool[c] = warp_allreduce_sum(pool[c]);
   if (lane == 0 && warp_active) {
     float* out = a.partials + (bc.n * a.blocks_per_plane + bc.part) * int64_t(p.out_channels) +
                  bc.group * p.out_per_group + bc.co_base + warp * kCo;
@@ -407,8 +402,7 @@ __global__ void __launch_bounds__(kThreads) conv_pool_general(FusedArgs a) {
 
 #pragma unroll
   for (int c = 0; c < kGeneralCo; ++c) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) pool[c] += __shfl_xor_sync(0xffffffffu, pool[c], offset);
+    pool[c] = warp_allreduce_sum(pool[c]);
     if (lane == 0) warp_sums[warp][c] = pool[c];
   }
   __syncthreads();
@@ -558,16 +552,12 @@ void run(const GpuStageArgs& a) {
 
 }  // namespace
 
-const StageDescriptor& stage_05_descriptor() {
-  static const StageDescriptor d = [] {
-    StageDescriptor s{"05", "conv_pool_fusion",
-                      "one launch: register-tiled convT pooled on chip, last block runs the epilogue",
-                      nullptr, workspace_bytes, run};
-    s.prepare = prepare;  // cudaFuncSetAttribute, once per problem, outside the timed region
-    s.deterministic = true;  // partials written once, summed in a fixed order: no float atomics
-    return s;
-  }();
-  return d;
+LADDER_REGISTER_STAGE(d) {
+  d.idea = "one launch: register-tiled convT pooled on chip, last block runs the epilogue";
+  d.workspace_bytes = workspace_bytes;
+  d.run_gpu = run;
+  d.prepare = prepare;  // cudaFuncSetAttribute, once per problem, outside the timed region
+  d.deterministic = true;  // partials written once, summed in a fixed order: no float atomics
 }
 
 }  // namespace ladder

@@ -25,6 +25,9 @@
 
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
+#include "lib/aligned_split.cuh"
+#include "lib/register_stage.hpp"
+#include "lib/warp_reduce.cuh"
 #include "logsumexp.hpp"
 #include "stage.hpp"
 
@@ -95,20 +98,6 @@ __host__ __device__ inline TapPlan plan_tap(Span rows, Span cols, int H, int W) 
   return t;
 }
 
-/// Splits `len` floats starting at address `addr` into a scalar head up to the next 16-byte
-/// boundary, a body of float4s, and a scalar tail (< 4 floats). Planes start anywhere when
-/// H*W % 4 != 0, so alignment is taken from the address, not assumed.
-struct ChunkSplit {
-  int head, body4, tail_begin;
-};
-__host__ __device__ inline ChunkSplit split_chunk(uintptr_t addr, int len) {
-  const int misaligned = int((addr >> 2) & 3);  // floats past the last 16-byte boundary
-  int head = (4 - misaligned) & 3;
-  head = head < len ? head : len;
-  const int body4 = (len - head) / 4;
-  return {head, body4, head + 4 * body4};
-}
-
 /// Kernel parameters: sizes (no compile-time shapes) and the chunking chosen on the host.
 struct FusedParams {
   ConvParams conv;
@@ -133,15 +122,10 @@ struct Workspace {
   float* tap_sum;         // (N*Cin, kH*kW) R
 };
 
-__device__ inline float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
 /// Sum of v over the block, returned to every thread. Fixed tree, so the result is the same on
 /// every run. All threads must call it (it has two barriers).
 __device__ inline float block_sum(float v, float* scratch) {
-  v = warp_sum(v);
+  v = warp_allreduce_sum(v);
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
   float total = 0.0f;
@@ -333,10 +317,7 @@ __global__ void __launch_bounds__(kBlock)
     __syncthreads();  // slice is rewritten for the next 32 channels
   }
   if (warp == 0) {
-    for (int off = 16; off > 0; off >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
-      lse_merge(m, s, m2, s2);
-    }
+    warp_allreduce_lse(m, s);
     if (lane == 0) y[n] = p.scale * lse_finish(m, s);
   }
 }
@@ -438,13 +419,13 @@ void run(const GpuStageArgs& a) {
 
 }  // namespace
 
-const StageDescriptor& stage_06_descriptor() {
-  static const StageDescriptor d{"06", "pool_before_conv",
-                                 "linearity: pool x first (border strips), tiny contraction, one launch",
-                                 nullptr, workspace_bytes, run, /*computes_conv=*/false,
-                                 /*deterministic=*/true, /*prepare=*/nullptr,
-                                 /*self_resetting_workspace=*/true};
-  return d;
+LADDER_REGISTER_STAGE(d) {
+  d.idea = "linearity: pool x first (border strips), tiny contraction, one launch";
+  d.workspace_bytes = workspace_bytes;
+  d.run_gpu = run;
+  d.computes_conv = false;             // only sums of x and a tiny contraction, no convT arithmetic
+  d.deterministic = true;              // every sum in a fixed order: no floating-point atomics
+  d.self_resetting_workspace = true;   // the counters are reset by the blocks that read them
 }
 
 }  // namespace ladder

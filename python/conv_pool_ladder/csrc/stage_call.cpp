@@ -56,22 +56,42 @@ bool matches(const ladder::StageDescriptor& d, std::string_view key) {
          key[d.id.size()] == '_' && key.substr(d.id.size() + 1) == d.name;
 }
 
-/// The workspace of a stage that leaves it zeroed after every run (self_resetting_workspace):
-/// one per (stage, device, stream), zeroed when created or grown, kept for later calls, so a call
-/// costs no memset and no allocation for it. Per stream, because two streams running the stage
-/// at once would share its counters; reuse on one stream is ordered by the stream itself.
-void* persistent_workspace(const ladder::StageDescriptor& stage, size_t bytes, const at::Device& device,
-                           cudaStream_t stream) {
+/// Every size and parameter of a problem: where a self-resetting stage's workspace layout (and so
+/// which bytes its previous run left at zero) depends on the problem.
+using ProblemShape = std::array<int64_t, 16>;
+ProblemShape geometry_of(const ladder::Problem& p) {
+  return {p.batch, p.in_channels, p.out_channels, p.in_h, p.in_w, p.kernel_size.h, p.kernel_size.w,
+          p.stride.h, p.stride.w, p.padding.h, p.padding.w, p.output_padding.h, p.output_padding.w,
+          p.dilation.h, p.dilation.w, p.groups};
+}
+
+/// The workspace of a stage that leaves it as its run needs it (self_resetting_workspace): one
+/// per (stage, device, stream), kept for later calls, so a call costs no memset and no allocation
+/// for it. It is zeroed when created, grown, or used for a problem other than the previous call's
+/// (the layout, and so the bytes the previous run left at zero, depend on the problem). Per
+/// stream, because two streams running the stage at once would share its counters; reuse on one
+/// stream is ordered by the stream itself.
+void* persistent_workspace(const ladder::StageDescriptor& stage, const ladder::Problem& p, size_t bytes,
+                           const at::Device& device, cudaStream_t stream) {
   using Key = std::tuple<const ladder::StageDescriptor*, int, cudaStream_t>;
+  struct Kept {
+    at::Tensor buffer;
+    ProblemShape geometry{};
+  };
   static std::mutex mutex;
-  static std::map<Key, at::Tensor> workspaces;
+  static std::map<Key, Kept> workspaces;
   const std::lock_guard<std::mutex> lock(mutex);
-  at::Tensor& ws = workspaces[Key{&stage, device.index(), stream}];
-  if (!ws.defined() || size_t(ws.numel()) < bytes) {
-    ws = at::detail::empty_cuda({static_cast<int64_t>(bytes)}, at::kByte, device, std::nullopt);
-    C10_CUDA_CHECK(cudaMemsetAsync(ws.mutable_data_ptr(), 0, bytes, stream));
+  Kept& ws = workspaces[Key{&stage, device.index(), stream}];
+  const ProblemShape g = geometry_of(p);
+  if (!ws.buffer.defined() || size_t(ws.buffer.numel()) < bytes) {
+    ws.buffer = at::detail::empty_cuda({static_cast<int64_t>(bytes)}, at::kByte, device, std::nullopt);
+    ws.geometry = {};  // forces the memset below
   }
-  return ws.mutable_data_ptr();
+  if (ws.geometry != g) {
+    C10_CUDA_CHECK(cudaMemsetAsync(ws.buffer.mutable_data_ptr(), 0, size_t(ws.buffer.numel()), stream));
+    ws.geometry = g;
+  }
+  return ws.buffer.mutable_data_ptr();
 }
 
 /// Calls stage.prepare(p) the first time this (stage, device, geometry) is seen. prepare() does
@@ -213,7 +233,7 @@ StageOutputs run_stage(const ladder::StageDescriptor& stage, const at::Tensor& x
   }
 
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device.index()).stream();
-  void* workspace = persistent ? persistent_workspace(stage, ws_bytes, device, stream)
+  void* workspace = persistent ? persistent_workspace(stage, p, ws_bytes, device, stream)
                                : (ws_bytes ? buffer.mutable_data_ptr() : nullptr);
   NoPhaseMarks marks;
   const ladder::GpuStageArgs args{p,

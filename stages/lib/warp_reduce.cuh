@@ -1,0 +1,35 @@
+// Warp-level all-reduces that several stages share: a float sum and the log-sum-exp combine of
+// online (max, sum of exp) pairs. Both are butterflies (__shfl_xor_sync over offsets 16, 8, 4,
+// 2, 1), so every lane ends with the same value, reached by the same fixed tree on every run.
+// Full-mask shuffles: all 32 lanes of the warp must call them (a lane without data passes the
+// neutral element: 0 for the sum, the pair (-inf, 0) for the log-sum-exp).
+#pragma once
+
+#include "logsumexp.hpp"
+
+namespace ladder {
+// Internal linkage, as for the conv kernel: each including stage compiles its own copy.
+namespace {
+
+/// The sum of v over the 32 lanes of the warp, returned to every lane. Registers only: no shared
+/// memory, no barrier.
+__device__ __forceinline__ float warp_allreduce_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+/// Merges the online log-sum-exp pairs (max_value, sum) of the 32 lanes (lse_merge, which keeps
+/// torch.logsumexp's max shift and inf/NaN rules); every lane ends with the warp's pair, which
+/// lse_finish turns into the log-sum-exp.
+__device__ __forceinline__ void warp_allreduce_lse(float& max_value, float& sum) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other_max = __shfl_xor_sync(0xffffffffu, max_value, offset);
+    const float other_sum = __shfl_xor_sync(0xffffffffu, sum, offset);
+    lse_merge(max_value, sum, other_max, other_sum);
+  }
+}
+
+}  // namespace
+}  // namespace ladder
