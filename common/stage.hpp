@@ -49,6 +49,19 @@ struct GpuStageArgs {
   PhaseMarks& marks;
 };
 
+/// What a stage's pool phase gets when it runs on its own (StageDescriptor::run_pool): the
+/// stage's full run calls it with its own convT output, `ladder --pool-only` with a generated
+/// tensor of that shape. run_pool calls marks.begin(Phase::Pool) before its first enqueue and
+/// must write every element of pooled (the runner poisons it with NaN).
+struct PoolArgs {
+  const Problem& problem;
+  const float* conv_out;  ///< (batch, out_channels, out_h(), out_w()) fp32, contiguous NCHW
+  float* pooled;          ///< (batch, out_channels): pooled[n, co] = mean of plane (n, co)
+  void* workspace;        ///< pool_workspace_bytes(problem) bytes (may hold anything), 256-byte aligned
+  cudaStream_t stream;
+  PhaseMarks& marks;
+};
+
 /// A CPU stage returns its outputs and the wall time of each phase in ms.
 struct CpuStageResult {
   std::vector<double> pooled;
@@ -81,6 +94,11 @@ struct StageDescriptor {
   /// problem on the same stream, which saves a memset per run; for another problem (another
   /// layout) it zeroes it again. False: the workspace may hold anything.
   bool self_resetting_workspace = false;
+  /// Optional: the stage's pool phase alone, the same function its run_gpu calls for that phase
+  /// (`ladder --pool-only` times it on a generated tensor). Enqueues only, throws like run_gpu.
+  void (*run_pool)(const PoolArgs&) = nullptr;
+  /// Bytes of PoolArgs::workspace that run_pool needs; nullptr: none.
+  size_t (*pool_workspace_bytes)(const Problem&) = nullptr;
 
   bool is_gpu() const { return run_gpu != nullptr; }
   std::string label() const { return id + " " + name; }

@@ -110,6 +110,15 @@ GpuSession::GpuSession(const Problem& p, const HostInputs& in)
       bias_(upload(in.bias, "bias")),
       pooled_(size_t(p.pooled_elems()), "pooled"),
       y_(size_t(p.batch), "y") {
+  init_timing();
+}
+
+GpuSession::GpuSession(const Problem& p)
+    : problem_(p), pooled_(size_t(p.pooled_elems()), "pooled"), y_(size_t(p.batch), "y") {
+  init_timing();
+}
+
+void GpuSession::init_timing() {
   int dev = 0, l2 = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
@@ -137,10 +146,14 @@ void GpuSession::flush_l2() {
 }
 
 double GpuSession::time_streaming_read(int warmup, int reps, bool flush) {
+  return time_streaming_read(x_.get(), int64_t(x_.size()), warmup, reps, flush);
+}
+
+double GpuSession::time_streaming_read(const float* data, int64_t n, int warmup, int reps, bool flush) {
   // Planned once, outside the timed region: the launch tuned by floor_sweep (streaming_read.cuh).
-  const StreamingReadLaunch read_x = plan_streaming_read(int64_t(x_.size()));
+  const StreamingReadLaunch read = plan_streaming_read(n);
   DeviceBuffer<float> sink(1, "streaming-read sink");
-  return time_launch(warmup, reps, flush, [&] { read_x(x_.get(), int64_t(x_.size()), sink.get(), stream_); });
+  return time_launch(warmup, reps, flush, [&] { read(data, n, sink.get(), stream_); });
 }
 
 double GpuSession::time_launch(int warmup, int reps, bool flush, const std::function<void()>& launch) {
@@ -162,23 +175,30 @@ double GpuSession::time_launch(int warmup, int reps, bool flush, const std::func
 }
 
 double GpuSession::time_cub_segmented_sum(int warmup, int reps, bool flush) {
-  const int64_t segments = problem_.pooled_elems(), plane = problem_.out_h() * problem_.out_w();
   DeviceBuffer<float> data(size_t(problem_.out_elems()), "the CUB baseline's convT-sized input");
-  DeviceBuffer<float> sums(size_t(segments), "the CUB baseline's sums");
-  DeviceBuffer<int64_t> offsets(size_t(segments + 1), "the CUB baseline's segment offsets");
   fill_pseudo_random<<<1024, 256, 0, stream_>>>(data.get(), int64_t(data.size()));
   CUDA_CHECK_LAUNCH("fill_pseudo_random");
+  return time_cub_segmented_sum(data.get(), warmup, reps, flush);
+}
+
+double GpuSession::time_cub_segmented_sum(const float* data, int warmup, int reps, bool flush,
+                                          std::vector<double>* sums_out) {
+  const int64_t segments = problem_.pooled_elems(), plane = problem_.out_h() * problem_.out_w();
+  DeviceBuffer<float> sums(size_t(segments), "the CUB baseline's sums");
+  DeviceBuffer<int64_t> offsets(size_t(segments + 1), "the CUB baseline's segment offsets");
   fill_segment_offsets<<<blocks_for(segments + 1, 256, "fill_segment_offsets"), 256, 0, stream_>>>(
       offsets.get(), segments, plane);
   CUDA_CHECK_LAUNCH("fill_segment_offsets");
   size_t temp_bytes = 0;
-  CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(nullptr, temp_bytes, data.get(), sums.get(), segments,
+  CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(nullptr, temp_bytes, data, sums.get(), segments,
                                              offsets.get(), offsets.get() + 1, stream_));
   DeviceBuffer<unsigned char> temp(temp_bytes, "the CUB baseline's temporary storage");
-  return time_launch(warmup, reps, flush, [&] {
-    CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(temp.get(), temp_bytes, data.get(), sums.get(), segments,
+  const double ms = time_launch(warmup, reps, flush, [&] {
+    CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(temp.get(), temp_bytes, data, sums.get(), segments,
                                                offsets.get(), offsets.get() + 1, stream_));
   });
+  if (sums_out) *sums_out = to_host(sums);
+  return ms;
 }
 
 GpuTiming GpuSession::time_stage(const StageDescriptor& stage, int warmup, int reps, bool flush,
@@ -190,27 +210,45 @@ GpuTiming GpuSession::time_stage(const StageDescriptor& stage, int warmup, int r
   // outside every timed region (the runs below reuse it).
   if (stage.self_resetting_workspace && ws_bytes)
     CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, ws_bytes, stream_));
+  // One-time host-side setup (kernel attributes and the like), outside every timed region.
+  if (stage.prepare) stage.prepare(problem_);
+  const DeviceInputs in{x_.get(), weight_.get(), conv_bias_.get(), bias_.get()};
+  return time_marked("stage " + stage.label(), warmup, reps, flush, progress, [&](PhaseMarks& marks) {
+    stage.run_gpu({problem_, in, pooled_.get(), y_.get(), workspace.get(), stream_, marks});
+  });
+}
+
+GpuTiming GpuSession::time_pool(const StageDescriptor& stage, const float* conv_out, int warmup, int reps,
+                                bool flush, const Progress& progress) {
+  if (!stage.run_pool) throw std::logic_error("time_pool called with stage " + stage.label() + ", which has no run_pool");
+  const size_t ws_bytes = stage.pool_workspace_bytes ? stage.pool_workspace_bytes(problem_) : 0;
+  DeviceBuffer<unsigned char> workspace(ws_bytes, "stage " + stage.label() + " pool workspace");
+  if (stage.self_resetting_workspace && ws_bytes)  // as in time_stage
+    CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, ws_bytes, stream_));
+  if (stage.prepare) stage.prepare(problem_);
+  return time_marked("the pool phase of stage " + stage.label(), warmup, reps, flush, progress,
+                     [&](PhaseMarks& marks) {
+                       stage.run_pool({problem_, conv_out, pooled_.get(), workspace.get(), stream_, marks});
+                     });
+}
+
+GpuTiming GpuSession::time_marked(const std::string& what, int warmup, int reps, bool flush,
+                                  const Progress& progress, const std::function<void(PhaseMarks&)>& run) {
   EventMarks marks(stream_);
   marks.reserve(8);  // more phases than any stage marks; a stage that marks more still works
-  GpuStageArgs args{problem_, {x_.get(), weight_.get(), conv_bias_.get(), bias_.get()},
-                    pooled_.get(), y_.get(), workspace.get(), stream_, marks};
-
   std::vector<std::vector<double>> phase_times;
   std::vector<double> totals;
   std::vector<Phase> phases;
-  // One-time host-side setup (kernel attributes and the like), outside every timed region.
-  if (stage.prepare) stage.prepare(problem_);
   for (int r = 0; r < warmup + reps; ++r) {
     // Poison the outputs (all bits set is a NaN): an element the stage forgets stays NaN.
     CUDA_CHECK(cudaMemsetAsync(pooled_.get(), 0xFF, pooled_.bytes(), stream_));
     CUDA_CHECK(cudaMemsetAsync(y_.get(), 0xFF, y_.bytes(), stream_));
     if (flush) flush_l2();
     marks.start_rep();
-    stage.run_gpu(args);
+    run(marks);
     marks.record();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (marks.phases().empty())
-      throw std::logic_error("stage " + stage.label() + " marked no phase (call marks.begin)");
+    if (marks.phases().empty()) throw std::logic_error(what + " marked no phase (call marks.begin)");
     if (r < warmup) continue;
     phases = marks.phases();
     phase_times.resize(phases.size());

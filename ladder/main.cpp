@@ -6,6 +6,7 @@
 #include <iostream>
 #include <limits>
 
+#include "pool_only.hpp"
 #include "runner.hpp"
 
 namespace {
@@ -28,11 +29,13 @@ CLI::Validator at_least(T lo) {
   return CLI::Range(lo, std::numeric_limits<T>::max()).description(lo > 0 ? "POSITIVE" : "NONNEGATIVE");
 }
 
-// "00 cpu_reference, 01 per_thread_loop, ...": the stages this program has.
-std::string stage_list() {
+// "00 cpu_reference, 01 per_thread_loop, ...": the stages this program has (with a pool phase of
+// their own only, if `pool_phase`).
+std::string stage_list(bool pool_phase = false) {
   std::string s;
-  for (const ladder::StageDescriptor* d : ladder::registered_stages()) s += (s.empty() ? "" : ", ") + d->label();
-  return s;
+  for (const ladder::StageDescriptor* d : ladder::registered_stages())
+    if (!pool_phase || d->run_pool) s += (s.empty() ? "" : ", ") + d->label();
+  return s.empty() ? "none" : s;
 }
 
 }  // namespace
@@ -48,8 +51,9 @@ int main(int argc, char** argv) {
                "checks them against the fp64 oracle, and times them against a streaming read of x.\n"
                "Default: the KernelBench problem (batch 16, 64 -> 128 channels, 512x512, kernel 3)."};
   app.footer("Exit status: 0 if every stage that ran passed its checks; 1 if a stage failed, disagreed with the\n"
-             "oracle or left the GPU unusable; 2 for invalid options or an error before the stages ran (an\n"
-             "invalid problem, too little host or GPU memory, unreadable --inputs).\n"
+             "oracle (--pool-only: with its tensor's fp64 plane means) or left the GPU unusable; 2 for invalid\n"
+             "options or an error before the stages ran (an invalid problem, too little host or GPU memory,\n"
+             "unreadable --inputs).\n"
              "Results record the source tree's git commit; when running from a copy without .git, set\n"
              "LADDER_GIT_COMMIT (and LADDER_GIT_DIRTY=yes|no) in the environment.");
   app.add_flag("--kernelbench-v1", v1, "first published KernelBench sizes: batch 128, 3 -> 16, 32x32, randn x");
@@ -98,7 +102,15 @@ int main(int argc, char** argv) {
       ->type_name("DIR");
   app.add_option("--inputs", opt.inputs_dir, "read x, weight, conv_bias, bias (.npy, float32, C order) from DIR")
       ->type_name("DIR");
+  bool pool_only = false;
+  auto* pool_flag = app.add_flag(
+      "--pool-only", pool_only,
+      "only the pool phase of the stages that have one of their own, on a generated fp32 tensor of the convT "
+      "output's shape (the problem options set it; --seed its values, --distribution is not used), checked "
+      "against its fp64 plane means and timed against a streaming read of the same tensor; no convolution. "
+      "Stages with a pool phase: " + stage_list(true));
   app.add_flag("-q,--quiet", quiet, "no progress output on stderr");
+  for (const char* other : {"--dump", "--inputs", "--force-cpu"}) pool_flag->excludes(app.get_option(other));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -121,6 +133,12 @@ int main(int argc, char** argv) {
   opt.cub_baseline = !no_cub;
 
   try {
+    if (pool_only) {
+      const ladder::PoolOnlyReport report = ladder::run_pool_only(p, opt);
+      std::cout << ladder::format_pool_only_table(report);
+      if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";
+      return report.all_passed() ? 0 : 1;
+    }
     const ladder::LadderReport report = ladder::run_ladder(p, opt);
     std::cout << ladder::format_table(report);
     if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";

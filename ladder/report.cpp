@@ -1,4 +1,4 @@
-// Formatting of a LadderReport: the terminal table and the JSON file.
+// Formatting of a LadderReport (and of a PoolOnlyReport): the terminal table and the JSON file.
 //
 // JSON schema (write_json; scripts/plots/ladder_results.py reads it). Times in ms, bytes in B.
 //   problem      {batch, in_channels, out_channels, in_h, in_w, kernel_size [h, w], stride,
@@ -20,12 +20,28 @@
 //                 vs_previous {checked, pass (only if checked), max_abs_pooled, max_abs_y,
 //                              worst_ratio_to_tolerance, nan_count}, previous_id,
 //                 multiple_of_floor (GPU stages with a floor)}
+//
+// Pool-only JSON (write_pool_only_json, `ladder --pool-only --json FILE`): problem, provenance
+// and timing as above, and
+//   mode         "pool_only"
+//   tensor       {shape [N, Cout, Hout, Wout], bytes, values, generator, seed, streams,
+//                 generate_s, upload_s, host_threads}   (ladder/pool_only.hpp)
+//   tolerance    {kind, formula, lambda, u, P}
+//   device, gpu_skip_reason (without a GPU), dram_peak_gbps, dram_peak_formula
+//   floor_ms, floor_ms_min, floor_ms_max, floor_gbps   (streaming read of the tensor)
+//   cub_pool_ms, cub_pool_ms_min, cub_pool_ms_max (0 if not run), cub_check (if run), cub_note
+//   cuda_context_lost, all_passed
+//   stages []    {id, name, idea, ran, failed, note, and if ran: pool_ms, pool_ms_min,
+//                 pool_ms_max, gbps, multiple_of_floor, speedup_vs_previous (not for the first),
+//                 check {pass, max_abs_pooled, worst_ratio_to_tolerance, nan_count}}
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "device.hpp"
+#include "pool_only.hpp"
 #include "runner.hpp"
 
 namespace ladder {
@@ -56,6 +72,19 @@ std::string range(const Spread& s) {
   return cell("%.3f", s.min) + "-" + cell("%.3f", s.max);
 }
 
+// The "build:" and "host:" lines of a table header.
+std::string provenance_lines(const Provenance& pv) {
+  std::ostringstream out;
+  out << "build:   git " << pv.git_commit
+      << (pv.git_dirty == "yes" ? " with uncommitted changes" : pv.git_dirty == "no" ? "" : " (clean or not: unknown)")
+      << "; nvcc " << pv.nvcc_version << ", CUDA runtime " << pv.cuda_runtime_version << "; driver "
+      << (pv.driver_cuda_version == "none" ? std::string("none")
+                                           : pv.driver_release + " (CUDA " + pv.driver_cuda_version + ")")
+      << "\n";
+  out << "host:    " << pv.host_cpu << "; run " << pv.date_utc << "\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::string format_table(const LadderReport& r) {
@@ -64,13 +93,7 @@ std::string format_table(const LadderReport& r) {
   const Provenance& pv = r.provenance;
   out << "problem: " << r.problem.describe() << "\n";
   out << "device:  " << (r.device.empty() ? "none (" + r.gpu_skip_reason + ")" : r.device) << "\n";
-  out << "build:   git " << pv.git_commit
-      << (pv.git_dirty == "yes" ? " with uncommitted changes" : pv.git_dirty == "no" ? "" : " (clean or not: unknown)")
-      << "; nvcc " << pv.nvcc_version << ", CUDA runtime " << pv.cuda_runtime_version << "; driver "
-      << (pv.driver_cuda_version == "none" ? std::string("none")
-                                           : pv.driver_release + " (CUDA " + pv.driver_cuda_version + ")")
-      << "\n";
-  out << "host:    " << pv.host_cpu << "; run " << pv.date_utc << "\n";
+  out << provenance_lines(pv);
   out << "timing:  GPU: median, min and max of " << r.reps << " repetitions after " << r.warmup
       << " warm-up, L2 " << (r.flush_l2 ? "flushed before each" : "not flushed (warm cache)")
       << "; CPU: one run\n";
@@ -146,36 +169,61 @@ std::string format_table(const LadderReport& r) {
   return out.str();
 }
 
+namespace {
+
+using nlohmann::json;
+
+json problem_json(const Problem& p) {
+  auto pair = [](const Pair& v) { return json::array({v.h, v.w}); };
+  return {{"batch", p.batch}, {"in_channels", p.in_channels}, {"out_channels", p.out_channels},
+          {"in_h", p.in_h}, {"in_w", p.in_w}, {"kernel_size", pair(p.kernel_size)},
+          {"stride", pair(p.stride)}, {"padding", pair(p.padding)},
+          {"output_padding", pair(p.output_padding)}, {"dilation", pair(p.dilation)},
+          {"groups", p.groups}, {"scale", p.scale}, {"bias_scale", p.bias_scale},
+          {"distribution", to_string(p.distribution)},
+          {"seed", p.seed}, {"out_h", p.out_h()}, {"out_w", p.out_w()}};
+}
+
+json provenance_json(const Provenance& pv) {
+  return {{"git_commit", pv.git_commit},
+          {"git_dirty", pv.git_dirty},
+          {"nvcc_version", pv.nvcc_version},
+          {"cuda_runtime_version", pv.cuda_runtime_version},
+          {"driver_cuda_version", pv.driver_cuda_version},
+          {"driver_release", pv.driver_release},
+          {"host_cpu", pv.host_cpu},
+          {"date_utc", pv.date_utc}};
+}
+
+json timing_json(int warmup, int reps, bool flush_l2) {
+  return {{"warmup", warmup}, {"reps", reps}, {"flush_l2", flush_l2}, {"statistic", "median"}};
+}
+
+json agreement_json(const Agreement& a) {
+  return json{{"pass", a.pass()}, {"max_abs_pooled", a.max_abs_pooled}, {"max_abs_y", a.max_abs_y},
+              {"worst_ratio_to_tolerance", a.worst_ratio}, {"nan_count", a.nan_count}};
+}
+
+void write_json_file(const json& j, const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write JSON results to '" + path + "'");
+  f << j.dump(2) << "\n";
+  if (!f) throw std::runtime_error("error while writing JSON results to '" + path + "'");
+}
+
+}  // namespace
+
 void write_json(const LadderReport& r, const std::string& path) {
-  using nlohmann::json;
   const Problem& p = r.problem;
   const ProblemCost c = cost_of(p);
-  auto pair = [](const Pair& v) { return json::array({v.h, v.w}); };
   auto phase_cost = [](const PhaseCost& pc) { return json{{"bytes", pc.bytes}, {"flops", pc.flops}}; };
-  auto agreement = [](const Agreement& a) {
-    return json{{"pass", a.pass()}, {"max_abs_pooled", a.max_abs_pooled}, {"max_abs_y", a.max_abs_y},
-                {"worst_ratio_to_tolerance", a.worst_ratio}, {"nan_count", a.nan_count}};
-  };
+  const auto& agreement = agreement_json;
   json j;
-  j["problem"] = {{"batch", p.batch}, {"in_channels", p.in_channels}, {"out_channels", p.out_channels},
-                  {"in_h", p.in_h}, {"in_w", p.in_w}, {"kernel_size", pair(p.kernel_size)},
-                  {"stride", pair(p.stride)}, {"padding", pair(p.padding)},
-                  {"output_padding", pair(p.output_padding)}, {"dilation", pair(p.dilation)},
-                  {"groups", p.groups}, {"scale", p.scale}, {"bias_scale", p.bias_scale},
-                  {"distribution", to_string(p.distribution)},
-                  {"seed", p.seed}, {"out_h", p.out_h()}, {"out_w", p.out_w()}};
+  j["problem"] = problem_json(p);
   j["cost"] = {{"conv", phase_cost(c.conv)}, {"pool", phase_cost(c.pool)},
                {"epilogue", phase_cost(c.epilogue)}, {"fused", phase_cost(c.fused)}};
-  const Provenance& pv = r.provenance;
-  j["provenance"] = {{"git_commit", pv.git_commit},
-                     {"git_dirty", pv.git_dirty},
-                     {"nvcc_version", pv.nvcc_version},
-                     {"cuda_runtime_version", pv.cuda_runtime_version},
-                     {"driver_cuda_version", pv.driver_cuda_version},
-                     {"driver_release", pv.driver_release},
-                     {"host_cpu", pv.host_cpu},
-                     {"date_utc", pv.date_utc}};
-  j["timing"] = {{"warmup", r.warmup}, {"reps", r.reps}, {"flush_l2", r.flush_l2}, {"statistic", "median"}};
+  j["provenance"] = provenance_json(r.provenance);
+  j["timing"] = timing_json(r.warmup, r.reps, r.flush_l2);
   j["tolerance"] = r.tolerance;
   j["device"] = r.device;
   j["floor_ms"] = r.floor_ms;
@@ -216,10 +264,147 @@ void write_json(const LadderReport& r, const std::string& path) {
     }
     j["stages"].push_back(js);
   }
-  std::ofstream f(path);
-  if (!f) throw std::runtime_error("cannot write JSON results to '" + path + "'");
-  f << j.dump(2) << "\n";
-  if (!f) throw std::runtime_error("error while writing JSON results to '" + path + "'");
+  write_json_file(j, path);
+}
+
+// ---- ladder --pool-only (pool_only.hpp) ------------------------------------------------------
+
+std::string format_pool_only_table(const PoolOnlyReport& r) {
+  const Problem& p = r.problem;
+  const double P = double(p.out_h()) * double(p.out_w());
+  std::ostringstream out;
+  out << "problem: " << p.describe() << "\n";
+  out << "mode:    pool only: each stage's pool phase on a generated (" << p.batch << ", " << p.out_channels << ", "
+      << p.out_h() << ", " << p.out_w() << ") fp32 tensor, " << format_bytes(r.tensor_bytes)
+      << " (the convT output's shape); the convolution is skipped\n";
+  out << "tensor:  t[plane, j] = m[plane] + U[-0.5, 0.5), m[plane] ~ U[-2, 2): uniform01, seed " << p.seed
+      << ", streams " << kPoolTensorStream << " and " << kPoolPlaneMeanStream;
+  if (r.generate_s > 0)
+    out << "; generated with its fp64 plane means in " << cell("%.2f", r.generate_s) << " s (" << r.host_threads
+        << " OpenMP threads), uploaded in " << cell("%.2f", r.upload_s) << " s";
+  out << "\n";
+  out << "device:  " << (r.device.empty() ? "none (" + r.gpu_skip_reason + ")" : r.device) << "\n";
+  out << provenance_lines(r.provenance);
+  out << "timing:  median, min and max of " << r.reps << " repetitions after " << r.warmup << " warm-up, L2 "
+      << (r.flush_l2 ? "flushed" : "not flushed (warm cache)") << " and pooled poisoned with NaN before each\n";
+  if (r.dram_peak_gbps > 0) out << "peak:    DRAM " << r.dram_peak_formula << "\n";
+  out << "check:   pooled against the fp64 plane means, per plane lambda*sqrt(P)*u*mean|t| + u*|mean| with P = "
+      << cell("%.0f", P) << ", lambda = " << cell("%.0f", kProbabilisticLambda) << ", u = 2^-24 ("
+      << cell("%.3g", kProbabilisticLambda * std::sqrt(P) * kFp32UnitRoundoff) << " x mean|t|; ladder/pool_only.hpp)\n";
+  if (!r.cuda_context_lost.empty()) out << "CUDA:    " << r.cuda_context_lost << "\n";
+  out << "\n";
+
+  char line[512];
+  const char* head = "%-26s %9s %19s %8s %8s %8s %11s %10s  %s\n";
+  std::snprintf(line, sizeof line, head, "stage", "pool ms", "min-max", "GB/s", "x floor", "speedup", "err pooled",
+                "worst/tol", "check");
+  out << line;
+  const double floor = r.floor_ms.median;
+  auto ms_cell = [](double ms) { return cell("%.4g", ms); };
+  auto ms_range = [&](const Spread& s) { return s.max > 0 ? ms_cell(s.min) + "-" + ms_cell(s.max) : std::string("-"); };
+  auto gbps = [&](double ms) {
+    const double v = r.tensor_bytes / ms / 1e6;
+    return cell(v >= 100 ? "%.0f" : "%.3g", v);
+  };
+  auto multiple = [&](double ms) { return cell("%.2f", floor > 0 ? ms / floor : NAN); };
+  auto verdict = [](const Agreement& a) {
+    return std::string(a.pass() ? "PASS" : "FAIL") + (a.nan_count ? " (" + std::to_string(a.nan_count) + " NaN)" : "");
+  };
+  if (floor > 0) {
+    std::snprintf(line, sizeof line, head, "floor: stream-read tensor", ms_cell(floor).c_str(),
+                  ms_range(r.floor_ms).c_str(), gbps(floor).c_str(), "1.00", "-", "-", "-", "");
+    out << line;
+  }
+  if (r.cub_ran) {
+    std::snprintf(line, sizeof line, head, "baseline: CUB seg. sum", ms_cell(r.cub_ms.median).c_str(),
+                  ms_range(r.cub_ms).c_str(), gbps(r.cub_ms.median).c_str(), multiple(r.cub_ms.median).c_str(), "-",
+                  cell("%.2e", r.cub_check.max_abs_pooled).c_str(), cell("%.3f", r.cub_check.worst_ratio).c_str(),
+                  verdict(r.cub_check).c_str());
+    out << line;
+  } else if (!r.cub_note.empty()) {
+    out << "  baseline: CUB seg. sum: not run: " << r.cub_note << "\n";
+  }
+  double prev = NAN;
+  for (const PoolStageReport& s : r.stages) {
+    const std::string label = s.id + " " + s.name;
+    if (!s.ran) {
+      out << "  " << label << ": " << s.note << "\n";
+      continue;
+    }
+    const double ms = s.pool_ms.median;
+    std::snprintf(line, sizeof line, head, label.c_str(), ms_cell(ms).c_str(), ms_range(s.pool_ms).c_str(),
+                  gbps(ms).c_str(), multiple(ms).c_str(), cell("%.2f", prev / ms).c_str(),
+                  cell("%.2e", s.check.max_abs_pooled).c_str(), cell("%.3f", s.check.worst_ratio).c_str(),
+                  verdict(s.check).c_str());
+    out << line;
+    if (!s.check.pass())
+      out << "    vs the plane means: worst " << cell("%.3g", s.check.worst_ratio) << "x tolerance at plane "
+          << s.check.worst_index << "; " << s.check.nan_count << " NaN (planes never written)\n";
+    prev = ms;
+  }
+  out << "\npool ms: the pool phase alone (from the stage's Pool mark to the end of its work, the zeroing of its "
+         "sums included), median; min-max: fastest and slowest repetition;\nGB/s = the tensor's bytes / pool ms; "
+         "x floor = pool ms / the streaming read of the same tensor; speedup = the previous stage's pool ms / this "
+         "one;\nerr pooled: largest |pooled - mean|; worst/tol: largest |pooled - mean| / tolerance (<= 1 passes)\n";
+  return out.str();
+}
+
+void write_pool_only_json(const PoolOnlyReport& r, const std::string& path) {
+  const Problem& p = r.problem;
+  auto spread = [](json& j, const std::string& key, const Spread& s) {
+    j[key] = s.median;
+    j[key + "_min"] = s.min;
+    j[key + "_max"] = s.max;
+  };
+  auto check = [](const Agreement& a) {
+    return json{{"pass", a.pass()}, {"max_abs_pooled", a.max_abs_pooled},
+                {"worst_ratio_to_tolerance", a.worst_ratio}, {"nan_count", a.nan_count}};
+  };
+  json j;
+  j["mode"] = "pool_only";
+  j["problem"] = problem_json(p);
+  j["provenance"] = provenance_json(r.provenance);
+  j["timing"] = timing_json(r.warmup, r.reps, r.flush_l2);
+  j["tensor"] = {{"shape", json::array({p.batch, p.out_channels, p.out_h(), p.out_w()})},
+                 {"bytes", r.tensor_bytes},
+                 {"values", "m[plane] + U[-0.5, 0.5), m[plane] ~ U[-2, 2)"},
+                 {"generator", "uniform01"},
+                 {"seed", p.seed},
+                 {"streams", json::array({kPoolTensorStream, kPoolPlaneMeanStream})},
+                 {"generate_s", r.generate_s},
+                 {"upload_s", r.upload_s},
+                 {"host_threads", r.host_threads}};
+  j["tolerance"] = {{"kind", "fp32 plane sum, probabilistic (Higham & Mary)"},
+                    {"formula", "lambda*sqrt(P)*u*mean|t| + u*|mean|"},
+                    {"lambda", kProbabilisticLambda},
+                    {"u", kFp32UnitRoundoff},
+                    {"P", p.out_h() * p.out_w()}};
+  j["device"] = r.device;
+  if (!r.gpu_skip_reason.empty()) j["gpu_skip_reason"] = r.gpu_skip_reason;
+  j["dram_peak_gbps"] = r.dram_peak_gbps;
+  j["dram_peak_formula"] = r.dram_peak_formula;
+  spread(j, "floor_ms", r.floor_ms);
+  j["floor_gbps"] = r.floor_ms.median > 0 ? r.tensor_bytes / r.floor_ms.median / 1e6 : 0.0;
+  spread(j, "cub_pool_ms", r.cub_ms);
+  if (r.cub_ran) j["cub_check"] = check(r.cub_check);
+  if (!r.cub_note.empty()) j["cub_note"] = r.cub_note;
+  if (!r.cuda_context_lost.empty()) j["cuda_context_lost"] = r.cuda_context_lost;
+  j["all_passed"] = r.all_passed();
+  j["stages"] = json::array();
+  double prev = 0;
+  for (const PoolStageReport& s : r.stages) {
+    json js{{"id", s.id}, {"name", s.name}, {"idea", s.idea}, {"ran", s.ran}, {"failed", s.failed}, {"note", s.note}};
+    if (s.ran) {
+      spread(js, "pool_ms", s.pool_ms);
+      js["gbps"] = r.tensor_bytes / s.pool_ms.median / 1e6;
+      if (r.floor_ms.median > 0) js["multiple_of_floor"] = s.pool_ms.median / r.floor_ms.median;
+      if (prev > 0) js["speedup_vs_previous"] = prev / s.pool_ms.median;
+      js["check"] = check(s.check);
+      prev = s.pool_ms.median;
+    }
+    j["stages"].push_back(js);
+  }
+  write_json_file(j, path);
 }
 
 }  // namespace ladder

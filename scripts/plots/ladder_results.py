@@ -530,6 +530,8 @@ def load(directory=None, warn=True):
             continue
         if not isinstance(data, dict):
             continue
+        if data.get("mode") == "pool_only":
+            continue  # `ladder --pool-only`: the pool phase alone, not a ladder run
         if "stages" in data and "floor_ms" in data:
             ladders.append(LadderRun(path, data, [_stage_from_json(s) for s in data.get("stages") or []]))
         elif "timings" in data and isinstance(data.get("meta"), dict) and not data.get("skipped"):

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Draws every plot from the committed ladder results.
+"""Draws every plot from the committed ladder results, and the chapters' diagrams.
 
     python3 scripts/plots/make_all.py                      # results/*.json -> docs/img/*.png
     python3 scripts/plots/make_all.py --results DIR --out DIR
 
 For each ladder JSON (results/ladder_<gpu>.json) it writes time_<gpu>.png (time per stage, log
 scale, floor line), roofline_<gpu>.png (roofline and bandwidth against the floor) and
-phases_<gpu>.png (phase breakdown). With no results it says so and exits 0. matplotlib, Agg backend.
+phases_<gpu>.png (phase breakdown). It always writes the diagrams of diagrams.py
+(diagram_<name>.png), which need no data; with no results it says so and draws only those.
+matplotlib, Agg backend.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ matplotlib.use("Agg")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
+import diagrams  # noqa: E402
 import ladder_results as lr  # noqa: E402
 import plot_phases  # noqa: E402
 import plot_roofline  # noqa: E402
@@ -34,9 +37,11 @@ def main(argv=None) -> int:
     ap.add_argument("--results", help="results directory (default: $LADDER_RESULTS_DIR or results/)")
     ap.add_argument("--out", default=str(c.OUT_DIR), help="where the PNGs go (default: docs/img/)")
     args = ap.parse_args(argv)
+    for path in diagrams.draw_all(args.out):
+        print(path)
     runs = lr.load(args.results)
     if not runs:
-        print(f"no ladder results in {lr.results_dir(args.results)}: nothing to draw")
+        print(f"no ladder results in {lr.results_dir(args.results)}: only the diagrams drawn")
         return 0
     for run in runs:
         for prefix, draw in PLOTS:

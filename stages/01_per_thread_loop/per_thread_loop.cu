@@ -28,19 +28,25 @@ __global__ void pool_per_thread(const float* __restrict__ conv_out, int64_t plan
 
 size_t workspace_bytes(const Problem& p) { return size_t(p.out_elems()) * sizeof(float); }
 
+// The pool phase, alone (ladder --pool-only) or inside run(); needs no workspace.
+void run_pool(const PoolArgs& a) {
+  const Problem& p = a.problem;
+  constexpr int kBlock = 128;
+  a.marks.begin(Phase::Pool);
+  const int64_t planes = p.pooled_elems();
+  pool_per_thread<<<blocks_for(planes, kBlock, "pool_per_thread"), kBlock, 0, a.stream>>>(
+      a.conv_out, planes, p.out_h() * p.out_w(), a.pooled);
+  CUDA_CHECK_LAUNCH("pool_per_thread");
+}
+
 void run(const GpuStageArgs& a) {
   const Problem& p = a.problem;
   float* conv_out = static_cast<float*>(a.workspace);
-  constexpr int kBlock = 128;
 
   a.marks.begin(Phase::Conv);
   launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
 
-  a.marks.begin(Phase::Pool);
-  const int64_t planes = p.pooled_elems();
-  pool_per_thread<<<blocks_for(planes, kBlock, "pool_per_thread"), kBlock, 0, a.stream>>>(
-      conv_out, planes, p.out_h() * p.out_w(), a.pooled);
-  CUDA_CHECK_LAUNCH("pool_per_thread");
+  run_pool({p, conv_out, a.pooled, nullptr, a.stream, a.marks});
 
   a.marks.begin(Phase::Epilogue);
   launch_bias_logsumexp_per_thread(p, a.pooled, a.in.bias, a.y, a.stream);
@@ -52,6 +58,7 @@ LADDER_REGISTER_STAGE(d) {
   d.idea = "naive GPU port: thread per output, thread per plane, thread per sample";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
+  d.run_pool = run_pool;
   d.deterministic = true;  // every sum in one thread, in order
 }
 

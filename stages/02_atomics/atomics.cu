@@ -33,23 +33,30 @@ __global__ void pool_atomic_per_element(const float* __restrict__ conv_out, int6
 
 size_t workspace_bytes(const Problem& p) { return conv_and_plane_sums_bytes(p); }
 
-void run(const GpuStageArgs& a) {
+// The pool phase, alone (ladder --pool-only) or inside run(); its workspace is the plane sums.
+void run_pool(const PoolArgs& a) {
   const Problem& p = a.problem;
-  float* conv_out = static_cast<float*>(a.workspace);
-  float* sums = plane_sums(p, a.workspace);
+  float* sums = static_cast<float*>(a.workspace);
   const int64_t planes = p.pooled_elems(), plane_size = p.out_h() * p.out_w();
   constexpr int kBlock = 256;
-
-  a.marks.begin(Phase::Conv);
-  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
 
   a.marks.begin(Phase::Pool);
   // Atomics accumulate into whatever is there: zero the sums on every run, not once.
   CUDA_CHECK(cudaMemsetAsync(sums, 0, size_t(planes) * sizeof(float), a.stream));
   pool_atomic_per_element<<<blocks_for(p.out_elems(), kBlock, "pool_atomic_per_element"), kBlock,
-                            0, a.stream>>>(conv_out, p.out_elems(), plane_size, sums);
+                            0, a.stream>>>(a.conv_out, p.out_elems(), plane_size, sums);
   CUDA_CHECK_LAUNCH("pool_atomic_per_element");
   launch_divide_by_plane_size(p, sums, a.pooled, a.stream);
+}
+
+void run(const GpuStageArgs& a) {
+  const Problem& p = a.problem;
+  float* conv_out = static_cast<float*>(a.workspace);
+
+  a.marks.begin(Phase::Conv);
+  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
+
+  run_pool({p, conv_out, a.pooled, plane_sums(p, a.workspace), a.stream, a.marks});
 
   a.marks.begin(Phase::Epilogue);
   launch_bias_logsumexp_per_thread(p, a.pooled, a.in.bias, a.y, a.stream);
@@ -61,6 +68,8 @@ LADDER_REGISTER_STAGE(d) {
   d.idea = "thread per element, atomicAdd into its plane's sum";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
+  d.run_pool = run_pool;
+  d.pool_workspace_bytes = plane_sums_bytes;
 }
 
 }  // namespace ladder

@@ -75,14 +75,11 @@ __global__ void pool_shared_tree(const float* __restrict__ conv_out, int plane_s
 
 size_t workspace_bytes(const Problem& p) { return conv_and_plane_sums_bytes(p); }
 
-void run(const GpuStageArgs& a) {
+// The pool phase, alone (ladder --pool-only) or inside run(); its workspace is the plane sums.
+void run_pool(const PoolArgs& a) {
   const Problem& p = a.problem;
-  float* conv_out = static_cast<float*>(a.workspace);
-  float* sums = plane_sums(p, a.workspace);
+  float* sums = static_cast<float*>(a.workspace);
   const int64_t planes = p.pooled_elems(), plane_size = p.out_h() * p.out_w();
-
-  a.marks.begin(Phase::Conv);
-  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
 
   a.marks.begin(Phase::Pool);
   // At the KernelBench size: 2048 planes x 130 chunks = 266240 blocks, ~250 waves of the
@@ -94,10 +91,20 @@ void run(const GpuStageArgs& a) {
                              " planes x " + std::to_string(chunks_per_plane) +
                              " chunks exceed CUDA's grid limit of 2^31 - 1 blocks");
   CUDA_CHECK(cudaMemsetAsync(sums, 0, size_t(planes) * sizeof(float), a.stream));  // every run
-  pool_shared_tree<<<unsigned(blocks), kBlock, 0, a.stream>>>(conv_out, int(plane_size),
+  pool_shared_tree<<<unsigned(blocks), kBlock, 0, a.stream>>>(a.conv_out, int(plane_size),
                                                              unsigned(chunks_per_plane), sums);
   CUDA_CHECK_LAUNCH("pool_shared_tree");
   launch_divide_by_plane_size(p, sums, a.pooled, a.stream);
+}
+
+void run(const GpuStageArgs& a) {
+  const Problem& p = a.problem;
+  float* conv_out = static_cast<float*>(a.workspace);
+
+  a.marks.begin(Phase::Conv);
+  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
+
+  run_pool({p, conv_out, a.pooled, plane_sums(p, a.workspace), a.stream, a.marks});
 
   a.marks.begin(Phase::Epilogue);
   launch_bias_logsumexp_per_thread(p, a.pooled, a.in.bias, a.y, a.stream);
@@ -109,6 +116,8 @@ LADDER_REGISTER_STAGE(d) {
   d.idea = "block tree reduction in shared memory, one atomicAdd per block";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
+  d.run_pool = run_pool;
+  d.pool_workspace_bytes = plane_sums_bytes;
 }
 
 }  // namespace ladder

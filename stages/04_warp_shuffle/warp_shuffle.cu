@@ -129,16 +129,11 @@ __global__ void bias_logsumexp_warp(const float* __restrict__ pooled, const floa
 
 size_t workspace_bytes(const Problem& p) { return conv_and_plane_sums_bytes(p); }
 
-void run(const GpuStageArgs& a) {
+// The pool phase, alone (ladder --pool-only) or inside run(); its workspace is the plane sums.
+void run_pool(const PoolArgs& a) {
   const Problem& p = a.problem;
-  float* conv_out = static_cast<float*>(a.workspace);
-  float* sums = plane_sums(p, a.workspace);
+  float* sums = static_cast<float*>(a.workspace);
   const int64_t planes = p.pooled_elems(), plane_size = p.out_h() * p.out_w();
-  constexpr int kEpilogueBlock = 128;  // 4 warps, 4 samples per block
-  static_assert(kEpilogueBlock % kWarp == 0, "the epilogue gives each sample a whole warp");
-
-  a.marks.begin(Phase::Conv);
-  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
 
   a.marks.begin(Phase::Pool);
   // The body of a plane has at most plane_size/4 float4s, whatever its head. At the KernelBench
@@ -151,10 +146,22 @@ void run(const GpuStageArgs& a) {
                              " planes x " + std::to_string(chunks_per_plane) +
                              " chunks exceed CUDA's grid limit of 2^31 - 1 blocks");
   CUDA_CHECK(cudaMemsetAsync(sums, 0, size_t(planes) * sizeof(float), a.stream));  // every run
-  pool_warp_shuffle<<<unsigned(blocks), kBlock, 0, a.stream>>>(conv_out, int(plane_size),
+  pool_warp_shuffle<<<unsigned(blocks), kBlock, 0, a.stream>>>(a.conv_out, int(plane_size),
                                                               unsigned(chunks_per_plane), sums);
   CUDA_CHECK_LAUNCH("pool_warp_shuffle");
   launch_divide_by_plane_size(p, sums, a.pooled, a.stream);
+}
+
+void run(const GpuStageArgs& a) {
+  const Problem& p = a.problem;
+  float* conv_out = static_cast<float*>(a.workspace);
+  constexpr int kEpilogueBlock = 128;  // 4 warps, 4 samples per block
+  static_assert(kEpilogueBlock % kWarp == 0, "the epilogue gives each sample a whole warp");
+
+  a.marks.begin(Phase::Conv);
+  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
+
+  run_pool({p, conv_out, a.pooled, plane_sums(p, a.workspace), a.stream, a.marks});
 
   a.marks.begin(Phase::Epilogue);
   bias_logsumexp_warp<<<blocks_for(p.batch * kWarp, kEpilogueBlock, "bias_logsumexp_warp"),
@@ -169,6 +176,8 @@ LADDER_REGISTER_STAGE(d) {
   d.idea = "warp shuffles, float4 loads, online log-sum-exp across lanes";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
+  d.run_pool = run_pool;
+  d.pool_workspace_bytes = plane_sums_bytes;
 }
 
 }  // namespace ladder

@@ -9,13 +9,13 @@ namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.
 namespace {
 
-// Workspace: the convT output, then (256-byte aligned) one fp32 sum per (n, co) plane.
+// Workspace: the convT output, then (256-byte aligned) one fp32 sum per (n, co) plane. The pool
+// phase alone (StageDescriptor::run_pool) needs only the sums: plane_sums_bytes.
 size_t plane_sums_offset(const Problem& p) {
   return (size_t(p.out_elems()) * sizeof(float) + 255) / 256 * 256;
 }
-size_t conv_and_plane_sums_bytes(const Problem& p) {
-  return plane_sums_offset(p) + size_t(p.pooled_elems()) * sizeof(float);
-}
+size_t plane_sums_bytes(const Problem& p) { return size_t(p.pooled_elems()) * sizeof(float); }
+size_t conv_and_plane_sums_bytes(const Problem& p) { return plane_sums_offset(p) + plane_sums_bytes(p); }
 float* plane_sums(const Problem& p, void* workspace) {
   return reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + plane_sums_offset(p));
 }
