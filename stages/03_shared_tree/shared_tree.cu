@@ -26,6 +26,20 @@ constexpr int kLoadsPerThread = 8;   // elements each thread loads and adds befo
 constexpr int kChunk = kBlock * kLoadsPerThread;  // elements one block reduces: 2048 (8 KiB)
 static_assert((kBlock & (kBlock - 1)) == 0, "the tree halves the block: kBlock must be 2^k");
 
+// The tree's addressing, a compile-time switch for the chapter's exercises (Harris's kernels
+// #1-#3, each with the first add during load kept):
+//   1  interleaved, divergent: at stride s thread t works when t % 2s == 0 (half of each warp
+//      idles from the first level on);
+//   2  interleaved, strided index: thread t works on index 2*s*t (no divergence, but the
+//      stride makes threads of one warp hit the same shared-memory bank);
+//   3  sequential (the default): thread t < s adds sh[t + s].
+// Build a variant: cmake -DLADDER_TREE_ADDRESSING=1 (or 2); the ladder reports the default.
+#ifndef LADDER_TREE_ADDRESSING
+#define LADDER_TREE_ADDRESSING 3
+#endif
+static_assert(LADDER_TREE_ADDRESSING >= 1 && LADDER_TREE_ADDRESSING <= 3,
+              "LADDER_TREE_ADDRESSING is 1 (interleaved), 2 (strided index) or 3 (sequential)");
+
 /// sums[plane] += sum of conv_out[plane, chunk*kChunk .. +kChunk) for every (plane, chunk).
 /// conv_out is (N, Cout, Hout, Wout) NCHW; plane = n*Cout + co has plane_size = Hout*Wout
 /// elements (< 2^31) and starts at plane*plane_size (64-bit). Grid: planes*chunks_per_plane
@@ -64,10 +78,23 @@ __global__ void pool_shared_tree(const float* __restrict__ conv_out, int plane_s
   __syncthreads();
 
   // Tree: log2(kBlock) levels, each halving the active threads; a barrier between levels.
+#if LADDER_TREE_ADDRESSING == 1
+  for (unsigned s = 1; s < kBlock; s <<= 1) {
+    if (tid % (2 * s) == 0) sh[tid] += sh[tid + s];  // divergent: active lanes are spread out
+    __syncthreads();
+  }
+#elif LADDER_TREE_ADDRESSING == 2
+  for (unsigned s = 1; s < kBlock; s <<= 1) {
+    const unsigned index = 2 * s * tid;  // bank conflicts: a warp's indices are 2s words apart
+    if (index < kBlock) sh[index] += sh[index + s];
+    __syncthreads();
+  }
+#else
   for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
     if (tid < s) sh[tid] += sh[tid + s];
     __syncthreads();
   }
+#endif
   if (tid == 0) atomicAdd(&sums[plane], sh[0]);  // one atomic per block
 }
 
