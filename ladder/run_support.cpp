@@ -1,0 +1,62 @@
+#include "run_support.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+
+#include "cuda_context.hpp"
+
+namespace ladder {
+
+void note(const LadderOptions& o, const std::string& msg) {
+  if (o.progress) std::cerr << msg << std::endl;
+}
+
+std::vector<const StageDescriptor*> selected_stages(const LadderOptions& opt) {
+  const auto& all = registered_stages();
+  if (opt.stage_ids.empty()) return all;
+  std::vector<const StageDescriptor*> out;
+  for (const std::string& id : opt.stage_ids) {
+    const StageDescriptor* found = nullptr;
+    for (const StageDescriptor* s : all)
+      if (s->id == id || s->name == id || s->label() == id) found = s;
+    if (!found) {
+      std::string known;
+      for (const StageDescriptor* s : all) known += " " + s->id;
+      throw std::invalid_argument("unknown stage '" + id + "'; this program has:" + known);
+    }
+    out.push_back(found);
+  }
+  return out;
+}
+
+// A progress callback that rewrites one stderr line when stderr is a terminal.
+Progress progress_printer(const LadderOptions& opt, const std::string& label) {
+  if (!opt.progress) return {};
+  const bool tty = isatty(STDERR_FILENO);
+  return [tty, label](int done, int total) {
+    if (tty) {
+      std::fprintf(stderr, "\r  %s: repetition %d/%d", label.c_str(), done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (done == total || done % 10 == 0) {
+      std::fprintf(stderr, "  %s: repetition %d/%d\n", label.c_str(), done, total);
+    }
+  };
+}
+
+// After `e` stopped a GPU stage (or the CUB baseline): the sticky error the CUDA context is
+// left in, or cudaSuccess if it still works.
+cudaError_t sticky_error_after(const std::exception& e) {
+  if (const auto* ce = dynamic_cast<const CudaError*>(&e); ce && is_sticky_cuda_error(ce->code()))
+    return ce->code();
+  return sticky_cuda_error();
+}
+
+std::string context_lost_message(const std::string& culprit, cudaError_t code) {
+  return culprit + " caused a sticky CUDA error, " + cuda_error_text(code) +
+         ": the CUDA context is unusable, so the remaining GPU stages were not run";
+}
+
+}  // namespace ladder

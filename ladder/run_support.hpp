@@ -1,0 +1,34 @@
+// Pieces the two ways of running the ladder share (runner.cpp: the full pipeline;
+// pool_only.cpp: the pool phase alone). Internal to ladder/.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "gpu_session.hpp"
+#include "runner.hpp"
+
+namespace ladder {
+
+/// Prints `msg` on stderr unless --quiet.
+void note(const LadderOptions& o, const std::string& msg);
+
+/// The stages --stages names (by number, name or "NN name"), in order; all when empty. Throws
+/// std::invalid_argument naming an unknown stage and the ones this program has.
+std::vector<const StageDescriptor*> selected_stages(const LadderOptions& opt);
+
+/// A progress callback (repetition k of n) that rewrites one stderr line on a terminal; empty
+/// with --quiet.
+Progress progress_printer(const LadderOptions& opt, const std::string& label);
+
+/// After `e` stopped a GPU stage (or the CUB baseline): the sticky error the CUDA context is left
+/// in, or cudaSuccess if it still works.
+cudaError_t sticky_error_after(const std::exception& e);
+
+/// The note for the GPU stages not run after `culprit` lost the CUDA context.
+std::string context_lost_message(const std::string& culprit, cudaError_t code);
+
+}  // namespace ladder
