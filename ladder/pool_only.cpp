@@ -129,9 +129,7 @@ bool PoolOnlyReport::all_passed() const {
 
 PoolOnlyReport run_pool_only(const Problem& p, const LadderOptions& opt) {
   p.validate();
-  if (opt.reps < 1 || opt.warmup < 0)
-    throw std::invalid_argument("--reps must be >= 1 and --warmup >= 0, got " +
-                                std::to_string(opt.reps) + " and " + std::to_string(opt.warmup));
+  check_timing_options(opt);
   std::vector<const StageDescriptor*> stages;
   for (const StageDescriptor* s : selected_stages(opt))
     if (s->run_pool || !opt.stage_ids.empty()) stages.push_back(s);  // named stages are listed

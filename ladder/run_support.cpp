@@ -10,6 +10,12 @@
 
 namespace ladder {
 
+void check_timing_options(const LadderOptions& opt) {
+  if (opt.reps < 1 || opt.warmup < 0)
+    throw std::invalid_argument("--reps must be >= 1 and --warmup >= 0, got " + std::to_string(opt.reps) +
+                                " and " + std::to_string(opt.warmup));
+}
+
 void note(const LadderOptions& o, const std::string& msg) {
   if (o.progress) std::cerr << msg << std::endl;
 }

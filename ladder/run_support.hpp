@@ -13,6 +13,9 @@
 
 namespace ladder {
 
+/// Throws std::invalid_argument unless --reps >= 1 and --warmup >= 0, naming both values.
+void check_timing_options(const LadderOptions& opt);
+
 /// Prints `msg` on stderr unless --quiet.
 void note(const LadderOptions& o, const std::string& msg);
 

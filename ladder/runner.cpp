@@ -84,9 +84,7 @@ bool LadderReport::all_passed() const {
 
 LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   p.validate();
-  if (opt.reps < 1 || opt.warmup < 0)
-    throw std::invalid_argument("--reps must be >= 1 and --warmup >= 0, got " +
-                                std::to_string(opt.reps) + " and " + std::to_string(opt.warmup));
+  check_timing_options(opt);
   const std::vector<const StageDescriptor*> stages = selected_stages(opt);
   // Before anything large is allocated: a run too big for this machine stops here, with the
   // numbers, instead of being killed by the OOM killer halfway.
