@@ -4,7 +4,8 @@
 # per kernel) plus the raw .ncu-rep under $OUT (or profiles/raw/, not committed).
 # The stages are those of BUILD/stages.tsv (written by cmake/Stages.cmake); a GPU stage without
 # an entry in kernel_filter below stops the script before anything is profiled.
-# Usage: scripts/capture_profiles.sh [--check] [BUILD_DIR]   (needs ncu on PATH and a GPU)
+# Usage: scripts/capture_profiles.sh [--check] [BUILD_DIR]   (needs ncu on PATH and a GPU, and a
+#   build configured with -DLADDER_LINEINFO=ON so the counters map to source lines)
 #   --check  only verify that every GPU stage of the list has an entry (no ncu, no GPU needed)
 # A relative BUILD_DIR is taken from the repository root.
 set -euo pipefail
@@ -68,7 +69,22 @@ done
 raw=${OUT:-profiles/raw}
 mkdir -p profiles/data "$raw"
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
-          --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats)
+          --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats
+          --section SourceCounters --import-source yes)
+# The metrics the chapters and docs/reading-profiles.md rely on, beyond the sections: DRAM bytes
+# moved, the FFMA count (thread instructions), global-load sectors per request, and shared-memory
+# bank conflicts.
+metrics=dram__bytes_read.sum,dram__bytes_write.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum
+metrics+=,smsp__inst_executed.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+metrics+=,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
+metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+sections+=(--metrics "$metrics")
+# Source-level counters need line information in the binary: a build configured with
+# -DLADDER_LINEINFO=ON (the kernels' code is the same; only the debug line table is added).
+if ! grep -q '^LADDER_LINEINFO:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "error: $build was not configured with -DLADDER_LINEINFO=ON; profiles map to source lines only with it" >&2
+  exit 1
+fi
 # Clocks as the card runs them (the ladder's timings use the same), caches flushed per pass.
 controls=(--clock-control none --cache-control all)
 for i in "${!folders[@]}"; do
