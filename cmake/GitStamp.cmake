@@ -26,10 +26,5 @@ set(content "// Generated at build time by cmake/GitStamp.cmake. Do not edit.
 #define LADDER_BUILD_GIT_COMMIT \"${commit}\"
 #define LADDER_BUILD_GIT_DIRTY \"${dirty}\"
 ")
-if(EXISTS "${OUT}")
-  file(READ "${OUT}" old)
-  if(old STREQUAL content)
-    return()
-  endif()
-endif()
-file(WRITE "${OUT}" "${content}")
+include(${CMAKE_CURRENT_LIST_DIR}/WriteIfChanged.cmake)
+ladder_write_if_changed("${OUT}" "${content}")

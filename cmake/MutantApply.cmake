@@ -63,17 +63,7 @@ function(ladder_parse_mutant path prefix)
   set(${prefix}_REPLACEMENT "${replacement}" PARENT_SCOPE)
 endfunction()
 
-# Writes `content` to `path` unless the file already holds exactly that (or always, if `force`),
-# so that reconfiguring does not make the mutant's objects out of date.
-function(_ladder_write_file path content force)
-  if(NOT force AND EXISTS ${path})
-    file(READ ${path} old)
-    if(old STREQUAL content)
-      return()
-    endif()
-  endif()
-  file(WRITE ${path} "${content}")
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/WriteIfChanged.cmake)  # ladder_write_if_changed
 
 # ladder_apply_mutant(<mutant file> <stages dir> <out dir> <force>): copies the stage folder's
 # code (*.cu, *.cuh, *.cpp, *.hpp, *.h) and the mutated file to <out dir>/<folder>/..., applies
@@ -136,7 +126,13 @@ function(ladder_apply_mutant mutant_file stages_dir out_dir force)
         math(EXPR guarded "${guarded} + 1")
       endif()
     endif()
-    _ladder_write_file(${out_dir}/${rel} "${content}" ${force})
+    # Unchanged copies are left alone, so reconfiguring does not make the mutant's objects out of
+    # date; `force` (the build-time step, rerun because an input changed) always rewrites.
+    if(force)
+      file(WRITE ${out_dir}/${rel} "${content}")
+    else()
+      ladder_write_if_changed(${out_dir}/${rel} "${content}")
+    endif()
     list(APPEND outputs ${out_dir}/${rel})
   endforeach()
   if(guarded EQUAL 0)

@@ -204,14 +204,8 @@ double GpuSession::time_cub_segmented_sum(const float* data, int warmup, int rep
 GpuTiming GpuSession::time_stage(const StageDescriptor& stage, int warmup, int reps, bool flush,
                                  const Progress& progress) {
   if (!stage.is_gpu()) throw std::logic_error("time_stage called with CPU stage " + stage.label());
-  const size_t ws_bytes = stage.workspace_bytes ? stage.workspace_bytes(problem_) : 0;
-  DeviceBuffer<unsigned char> workspace(ws_bytes, "stage " + stage.label() + " workspace");
-  // A self-resetting stage leaves its workspace zeroed after every run: zero it once, here,
-  // outside every timed region (the runs below reuse it).
-  if (stage.self_resetting_workspace && ws_bytes)
-    CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, ws_bytes, stream_));
-  // One-time host-side setup (kernel attributes and the like), outside every timed region.
-  if (stage.prepare) stage.prepare(problem_);
+  DeviceBuffer<unsigned char> workspace = prepare_stage(
+      stage, stage.workspace_bytes ? stage.workspace_bytes(problem_) : 0, "stage " + stage.label() + " workspace");
   const DeviceInputs in{x_.get(), weight_.get(), conv_bias_.get(), bias_.get()};
   return time_marked("stage " + stage.label(), warmup, reps, flush, progress, [&](PhaseMarks& marks) {
     stage.run_gpu({problem_, in, pooled_.get(), y_.get(), workspace.get(), stream_, marks});
@@ -221,15 +215,25 @@ GpuTiming GpuSession::time_stage(const StageDescriptor& stage, int warmup, int r
 GpuTiming GpuSession::time_pool(const StageDescriptor& stage, const float* conv_out, int warmup, int reps,
                                 bool flush, const Progress& progress) {
   if (!stage.run_pool) throw std::logic_error("time_pool called with stage " + stage.label() + ", which has no run_pool");
-  const size_t ws_bytes = stage.pool_workspace_bytes ? stage.pool_workspace_bytes(problem_) : 0;
-  DeviceBuffer<unsigned char> workspace(ws_bytes, "stage " + stage.label() + " pool workspace");
-  if (stage.self_resetting_workspace && ws_bytes)  // as in time_stage
-    CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, ws_bytes, stream_));
-  if (stage.prepare) stage.prepare(problem_);
+  DeviceBuffer<unsigned char> workspace =
+      prepare_stage(stage, stage.pool_workspace_bytes ? stage.pool_workspace_bytes(problem_) : 0,
+                    "stage " + stage.label() + " pool workspace");
   return time_marked("the pool phase of stage " + stage.label(), warmup, reps, flush, progress,
                      [&](PhaseMarks& marks) {
                        stage.run_pool({problem_, conv_out, pooled_.get(), workspace.get(), stream_, marks});
                      });
+}
+
+DeviceBuffer<unsigned char> GpuSession::prepare_stage(const StageDescriptor& stage, size_t ws_bytes,
+                                                      const std::string& what) {
+  DeviceBuffer<unsigned char> workspace(ws_bytes, what);
+  // A self-resetting stage needs its workspace zeroed before its first run and leaves it ready
+  // for the next: zero it once, here, outside every timed region (the runs reuse it).
+  if (stage.self_resetting_workspace && ws_bytes)
+    CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, ws_bytes, stream_));
+  // One-time host-side setup (kernel attributes and the like), outside every timed region.
+  if (stage.prepare) stage.prepare(problem_);
+  return workspace;
 }
 
 GpuTiming GpuSession::time_marked(const std::string& what, int warmup, int reps, bool flush,

@@ -85,6 +85,9 @@ class GpuSession {
 
  private:
   void init_timing();  ///< the L2 flush buffer, its read-back and the stream (both constructors)
+  /// The workspace of `stage` (`ws_bytes`, named `what` in errors), zeroed once if the stage is
+  /// self-resetting, and the stage's prepare hook run: what time_stage and time_pool do first.
+  DeviceBuffer<unsigned char> prepare_stage(const StageDescriptor& stage, size_t ws_bytes, const std::string& what);
   /// The timing loop of time_stage and time_pool: `run` enqueues one repetition, marking its
   /// phases; `what` names it in errors.
   GpuTiming time_marked(const std::string& what, int warmup, int reps, bool flush, const Progress& progress,

@@ -146,10 +146,7 @@ PoolOnlyReport run_pool_only(const Problem& p, const LadderOptions& opt) {
 
   PoolOnlyReport r;
   r.problem = p;
-  r.provenance = collect_provenance(nvcc_version());
-  r.warmup = opt.warmup;
-  r.reps = opt.reps;
-  r.flush_l2 = opt.flush_l2;
+  r.run = record_run(opt);
   r.tensor_bytes = 4.0 * double(p.out_elems());
   const std::string shape = "(" + std::to_string(p.batch) + ", " + std::to_string(p.out_channels) + ", " +
                             std::to_string(p.out_h()) + ", " + std::to_string(p.out_w()) + ")";

@@ -72,9 +72,7 @@ struct PoolStageReport {
 
 struct PoolOnlyReport {
   Problem problem;
-  Provenance provenance;
-  int warmup = 0, reps = 0;
-  bool flush_l2 = true;
+  RunRecord run;
   std::string device;  ///< empty without a GPU
   std::string gpu_skip_reason;
   std::string cuda_context_lost;  ///< as LadderReport::cuda_context_lost

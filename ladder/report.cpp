@@ -90,12 +90,12 @@ std::string provenance_lines(const Provenance& pv) {
 std::string format_table(const LadderReport& r) {
   const ProblemCost cost = cost_of(r.problem);
   std::ostringstream out;
-  const Provenance& pv = r.provenance;
+  const Provenance& pv = r.run.provenance;
   out << "problem: " << r.problem.describe() << "\n";
   out << "device:  " << (r.device.empty() ? "none (" + r.gpu_skip_reason + ")" : r.device) << "\n";
   out << provenance_lines(pv);
-  out << "timing:  GPU: median, min and max of " << r.reps << " repetitions after " << r.warmup
-      << " warm-up, L2 " << (r.flush_l2 ? "flushed before each" : "not flushed (warm cache)")
+  out << "timing:  GPU: median, min and max of " << r.run.reps << " repetitions after " << r.run.warmup
+      << " warm-up, L2 " << (r.run.flush_l2 ? "flushed before each" : "not flushed (warm cache)")
       << "; CPU: one run\n";
   out << "floors:  conv " << cell("%.3g", cost.conv.flops) << " flop; pool reads "
       << cell("%.3g", cost.pool.bytes) << " B; fused minimum reads " << cell("%.3g", cost.fused.bytes)
@@ -195,8 +195,8 @@ json provenance_json(const Provenance& pv) {
           {"date_utc", pv.date_utc}};
 }
 
-json timing_json(int warmup, int reps, bool flush_l2) {
-  return {{"warmup", warmup}, {"reps", reps}, {"flush_l2", flush_l2}, {"statistic", "median"}};
+json timing_json(const RunRecord& run) {
+  return {{"warmup", run.warmup}, {"reps", run.reps}, {"flush_l2", run.flush_l2}, {"statistic", "median"}};
 }
 
 json agreement_json(const Agreement& a) {
@@ -222,8 +222,8 @@ void write_json(const LadderReport& r, const std::string& path) {
   j["problem"] = problem_json(p);
   j["cost"] = {{"conv", phase_cost(c.conv)}, {"pool", phase_cost(c.pool)},
                {"epilogue", phase_cost(c.epilogue)}, {"fused", phase_cost(c.fused)}};
-  j["provenance"] = provenance_json(r.provenance);
-  j["timing"] = timing_json(r.warmup, r.reps, r.flush_l2);
+  j["provenance"] = provenance_json(r.run.provenance);
+  j["timing"] = timing_json(r.run);
   j["tolerance"] = r.tolerance;
   j["device"] = r.device;
   j["floor_ms"] = r.floor_ms;
@@ -284,9 +284,9 @@ std::string format_pool_only_table(const PoolOnlyReport& r) {
         << " OpenMP threads), uploaded in " << cell("%.2f", r.upload_s) << " s";
   out << "\n";
   out << "device:  " << (r.device.empty() ? "none (" + r.gpu_skip_reason + ")" : r.device) << "\n";
-  out << provenance_lines(r.provenance);
-  out << "timing:  median, min and max of " << r.reps << " repetitions after " << r.warmup << " warm-up, L2 "
-      << (r.flush_l2 ? "flushed" : "not flushed (warm cache)") << " and pooled poisoned with NaN before each\n";
+  out << provenance_lines(r.run.provenance);
+  out << "timing:  median, min and max of " << r.run.reps << " repetitions after " << r.run.warmup
+      << " warm-up, L2 " << (r.run.flush_l2 ? "flushed" : "not flushed (warm cache)") << " and pooled poisoned with NaN before each\n";
   if (r.dram_peak_gbps > 0) out << "peak:    DRAM " << r.dram_peak_formula << "\n";
   out << "check:   pooled against the fp64 plane means, per plane lambda*sqrt(P)*u*mean|t| + u*|mean| with P = "
       << cell("%.0f", P) << ", lambda = " << cell("%.0f", kProbabilisticLambda) << ", u = 2^-24 ("
@@ -363,8 +363,8 @@ void write_pool_only_json(const PoolOnlyReport& r, const std::string& path) {
   json j;
   j["mode"] = "pool_only";
   j["problem"] = problem_json(p);
-  j["provenance"] = provenance_json(r.provenance);
-  j["timing"] = timing_json(r.warmup, r.reps, r.flush_l2);
+  j["provenance"] = provenance_json(r.run.provenance);
+  j["timing"] = timing_json(r.run);
   j["tensor"] = {{"shape", json::array({p.batch, p.out_channels, p.out_h(), p.out_w()})},
                  {"bytes", r.tensor_bytes},
                  {"values", "m[plane] + U[-0.5, 0.5), m[plane] ~ U[-2, 2)"},

@@ -16,6 +16,10 @@ void check_timing_options(const LadderOptions& opt) {
                                 " and " + std::to_string(opt.warmup));
 }
 
+RunRecord record_run(const LadderOptions& opt) {
+  return {collect_provenance(nvcc_version()), opt.warmup, opt.reps, opt.flush_l2};
+}
+
 void note(const LadderOptions& o, const std::string& msg) {
   if (o.progress) std::cerr << msg << std::endl;
 }

@@ -16,6 +16,9 @@ namespace ladder {
 /// Throws std::invalid_argument unless --reps >= 1 and --warmup >= 0, naming both values.
 void check_timing_options(const LadderOptions& opt);
 
+/// The provenance of this run and the timing settings `opt` asks for.
+RunRecord record_run(const LadderOptions& opt);
+
 /// Prints `msg` on stderr unless --quiet.
 void note(const LadderOptions& o, const std::string& msg);
 

@@ -92,10 +92,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
                     probe_host_memory());
   LadderReport report;
   report.problem = p;
-  report.provenance = collect_provenance(nvcc_version());
-  report.warmup = opt.warmup;
-  report.reps = opt.reps;
-  report.flush_l2 = opt.flush_l2;
+  report.run = record_run(opt);
   const bool exact = p.distribution == Distribution::Exact;
   report.tolerance = exact ? "exact" : "fp32";
 

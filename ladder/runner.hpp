@@ -51,11 +51,16 @@ struct StageReport {
   std::vector<double> pooled, y;
 };
 
-struct LadderReport {
-  Problem problem;
+/// How and where a run was made: what a results JSON records as "provenance" and "timing".
+struct RunRecord {
   Provenance provenance;  ///< commit, toolchain, driver, host CPU, date
   int warmup = 0, reps = 0;
   bool flush_l2 = true;
+};
+
+struct LadderReport {
+  Problem problem;
+  RunRecord run;
   std::string tolerance;  ///< what fp32 stages are held to: "exact" or "fp32" (tolerance.hpp)
   std::string device;  ///< empty without a GPU
   std::string gpu_skip_reason;

@@ -126,12 +126,7 @@ void run_pool(const PoolArgs& a) {
 
 void run(const GpuStageArgs& a) {
   const Problem& p = a.problem;
-  float* conv_out = static_cast<float*>(a.workspace);
-
-  a.marks.begin(Phase::Conv);
-  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
-
-  run_pool({p, conv_out, a.pooled, plane_sums(p, a.workspace), a.stream, a.marks});
+  conv_then_pool(a, run_pool, plane_sums(p, a.workspace));
 
   a.marks.begin(Phase::Epilogue);
   launch_bias_logsumexp_per_thread(p, a.pooled, a.in.bias, a.y, a.stream);

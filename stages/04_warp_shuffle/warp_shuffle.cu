@@ -154,14 +154,10 @@ void run_pool(const PoolArgs& a) {
 
 void run(const GpuStageArgs& a) {
   const Problem& p = a.problem;
-  float* conv_out = static_cast<float*>(a.workspace);
   constexpr int kEpilogueBlock = 128;  // 4 warps, 4 samples per block
   static_assert(kEpilogueBlock % kWarp == 0, "the epilogue gives each sample a whole warp");
 
-  a.marks.begin(Phase::Conv);
-  launch_conv_transpose2d_gather(p, a.in, conv_out, a.stream);
-
-  run_pool({p, conv_out, a.pooled, plane_sums(p, a.workspace), a.stream, a.marks});
+  conv_then_pool(a, run_pool, plane_sums(p, a.workspace));
 
   a.marks.begin(Phase::Epilogue);
   bias_logsumexp_warp<<<blocks_for(p.batch * kWarp, kEpilogueBlock, "bias_logsumexp_warp"),

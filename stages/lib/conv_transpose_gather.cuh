@@ -53,12 +53,23 @@ __global__ void conv_transpose2d_gather(ConvParams p, const float* __restrict__ 
 /// Launches conv_transpose2d_gather over the whole output (256 threads a block) on `stream`.
 /// Throws std::runtime_error if the grid is too large, CudaError if the launch fails.
 void launch_conv_transpose2d_gather(const Problem& problem, const DeviceInputs& in,
-                                           float* out, cudaStream_t stream) {
+                                    float* out, cudaStream_t stream) {
   constexpr int kBlock = 256;
   const unsigned blocks = blocks_for(problem.out_elems(), kBlock, "conv_transpose2d_gather");
   conv_transpose2d_gather<<<blocks, kBlock, 0, stream>>>(conv_params(problem), in.x, in.weight,
                                                          in.conv_bias, out);
   CUDA_CHECK_LAUNCH("conv_transpose2d_gather");
+}
+
+/// The first two phases of the stages that write the convT output (01-04): this naive gather
+/// into the start of the stage's workspace (Phase::Conv), then the stage's own pool phase on it
+/// (run_pool marks Phase::Pool). pool_workspace: that pool phase's scratch (its plane sums), or
+/// nullptr. Throws as the launches do.
+void conv_then_pool(const GpuStageArgs& a, void (*run_pool)(const PoolArgs&), void* pool_workspace) {
+  float* conv_out = static_cast<float*>(a.workspace);
+  a.marks.begin(Phase::Conv);
+  launch_conv_transpose2d_gather(a.problem, a.in, conv_out, a.stream);
+  run_pool({a.problem, conv_out, a.pooled, pool_workspace, a.stream, a.marks});
 }
 
 }  // namespace
