@@ -27,7 +27,7 @@ fi
 # (lib/conv_transpose_gather.cuh) leave it out: it is profiled once, with per_thread_loop.
 kernel_filter() {
   case $1 in
-    per_thread_loop | conv_pool_fusion | pool_before_conv) echo 'regex:.' ;;
+    per_thread_loop | async_copy | single_launch) echo 'regex:.' ;;
     atomics | shared_tree | warp_shuffle) echo 'regex:pool|logsumexp|divide' ;;
     *) return 1 ;;
   esac

@@ -57,8 +57,8 @@ stage_idea() {
       expect "$id" pool "warp shuffles" "${op}SHFL\\."
       expect "$id" pool "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
       expect "$id" logsumexp "warp shuffles" "${op}SHFL\\." ;;
-    conv_pool_fusion) ;;  # the common check only
-    pool_before_conv) ;;  # the common check only
+    async_copy) ;;        # the common check only
+    single_launch) ;;     # the common check only
     *) return 3 ;;
   esac
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The ladder's stages side by side with PyTorch, in one run on a GPU.
 
-    python3 scripts/compare_pytorch.py                      # KernelBench sizes, stages 04, 05, 06
+    python3 scripts/compare_pytorch.py                      # KernelBench sizes, stages vectorized_loads, async_copy, pool_before_conv, single_launch
     python3 scripts/compare_pytorch.py --small --stages 01,06 --json /tmp/cmp.json
 
 1. Builds the reference Model, the problem's PyTorch code unchanged (nn.ConvTranspose2d, mean,
@@ -121,8 +121,8 @@ def log(msg: str) -> None:
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description="Checks and times the ladder's stages against the PyTorch model (KernelBench L2 P42).")
-    p.add_argument("--stages", default="04,05,06",
-                   help="stage numbers, comma-separated, or 'all' (default 04,05,06; those without a folder are skipped)")
+    p.add_argument("--stages", default="vectorized_loads,async_copy,pool_before_conv,single_launch",
+                   help="stage names or numbers, comma-separated, or 'all' (default vectorized_loads,async_copy,pool_before_conv,single_launch; names without a folder are skipped)")
     p.add_argument("--reps", type=int, default=20, help="timed repetitions per variant; the median is reported")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (after torch.compile's compilation)")
     p.add_argument("--small", action="store_true",
@@ -610,7 +610,12 @@ def main(argv=None) -> int:
     if args.stages.strip() == "all":
         stages = gpu_ids
     else:
-        requested = [cpl.normalize_stage_id(s) for s in args.stages.split(",") if s.strip()]
+        requested = []
+        for s in (s.strip() for s in args.stages.split(",") if s.strip()):
+            try:
+                requested.append(cpl.normalize_stage_id(s))
+            except ValueError:  # a name with no folder: skipped below, like a number
+                requested.append(s)
         stages = [s for s in requested if s in gpu_ids]
         for s in requested:
             if s not in gpu_ids:
