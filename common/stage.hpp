@@ -99,6 +99,10 @@ struct StageDescriptor {
   void (*run_pool)(const PoolArgs&) = nullptr;
   /// Bytes of PoolArgs::workspace that run_pool needs; nullptr: none.
   size_t (*pool_workspace_bytes)(const Problem&) = nullptr;
+  /// The phases this stage changes from the one before it. The ladder's "speedup" (vs previous)
+  /// compares the sum of these phases in both stages, so a rung that changes only the pool is
+  /// not drowned by an unchanged convolution. Empty: the whole run (total time).
+  std::vector<Phase> changes;
 
   bool is_gpu() const { return run_gpu != nullptr; }
   std::string label() const { return id + " " + name; }

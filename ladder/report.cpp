@@ -59,6 +59,35 @@ double phase_time(const StageReport& s, Phase ph) {
   return any ? t : NAN;
 }
 
+// The time of the phases a stage changes (StageDescriptor::changes) in stage s: their sum where
+// s has any of them, else NaN; with no phases named, s's total.
+double changed_time(const StageReport& s, const std::vector<Phase>& changes) {
+  if (changes.empty()) return s.total_ms;
+  double t = 0;
+  bool any = false;
+  for (Phase ph : changes) {
+    const double ms = phase_time(s, ph);
+    if (std::isfinite(ms)) t += ms, any = true;
+  }
+  return any ? t : NAN;
+}
+
+// "pool", "conv+pool+fused" or "total": what the speedup of a stage compares.
+std::string changes_label(const std::vector<Phase>& changes);
+
+// The previous stage's time over this one's, on the phases this stage changes; NaN for the first.
+double speedup_vs_previous(const StageReport* prev, const StageReport& s) {
+  if (prev == nullptr) return NAN;
+  return changed_time(*prev, s.changes) / changed_time(s, s.changes);
+}
+
+std::string changes_label(const std::vector<Phase>& changes) {
+  if (changes.empty()) return "total";
+  std::string out;
+  for (Phase ph : changes) out += (out.empty() ? "" : "+") + std::string(to_string(ph));
+  return out;
+}
+
 std::string cell(const char* fmt, double v) {
   if (!std::isfinite(v)) return "-";
   char buf[64];
@@ -109,23 +138,23 @@ std::string format_table(const LadderReport& r) {
   out << "\n";
 
   char line[512];
-  const char* head = "%-22s %10s %12s %10s %9s %9s %10s %19s %9s %8s %10s %10s  %s\n";
+  const char* head = "%-22s %10s %12s %10s %9s %9s %10s %19s %9s %8s %-15s %10s %10s  %s\n";
   std::snprintf(line, sizeof line, head, "stage", "conv ms", "TFLOP/s", "pool ms", "GB/s", "epi ms",
-                "total ms", "min-max", "x floor", "speedup", "err pooled", "err y", "check");
+                "total ms", "min-max", "x floor", "speedup", "on", "err pooled", "err y", "check");
   out << line;
   if (r.floor_ms > 0) {
     std::snprintf(line, sizeof line, head, "floor: stream-read x", "-", "-", "-",
                   cell("%.0f", 4.0 * double(r.problem.x_elems()) / r.floor_ms / 1e6).c_str(), "-",
-                  cell("%.3f", r.floor_ms).c_str(), range(r.floor_spread).c_str(), "1.00", "-", "-", "-", "");
+                  cell("%.3f", r.floor_ms).c_str(), range(r.floor_spread).c_str(), "1.00", "-", "-", "-", "-", "");
     out << line;
   }
   if (r.cub_pool_ms > 0) {
     std::snprintf(line, sizeof line, head, "baseline: CUB seg. sum", "-", "-",
                   cell("%.3f", r.cub_pool_ms).c_str(), cell("%.0f", cost.pool.bytes / r.cub_pool_ms / 1e6).c_str(),
-                  "-", "-", range(r.cub_spread).c_str(), "-", "-", "-", "-", "(pool phase only)");
+                  "-", "-", range(r.cub_spread).c_str(), "-", "-", "-", "-", "-", "(pool phase only)");
     out << line;
   }
-  double prev_total = NAN;
+  const StageReport* prev = nullptr;
   for (const StageReport& s : r.stages) {
     const std::string label = s.id + " " + s.name;
     if (!s.ran) {
@@ -150,18 +179,20 @@ std::string format_table(const LadderReport& r) {
                   cell("%.3f", phase_time(s, Phase::Epilogue)).c_str(), cell("%.3f", s.total_ms).c_str(),
                   range(s.total_spread).c_str(),
                   cell("%.1f", r.floor_ms > 0 && s.gpu ? s.total_ms / r.floor_ms : NAN).c_str(),
-                  cell("%.2f", prev_total / s.total_ms).c_str(),
+                  cell("%.2f", speedup_vs_previous(prev, s)).c_str(),
+                  prev ? changes_label(s.changes).c_str() : "-",
                   cell("%.2e", s.vs_oracle.max_abs_pooled).c_str(),
                   cell("%.2e", s.vs_oracle.max_abs_y).c_str(), check.c_str());
     out << line;
     if (!s.vs_oracle.pass()) out << "    vs oracle: " << s.vs_oracle.summary() << "\n";
     if (s.vs_previous && s.vs_previous_checked && !s.vs_previous->pass())
       out << "    vs " << s.previous_id << ": " << s.vs_previous->summary() << "\n";
-    prev_total = s.total_ms;
+    prev = &s;
   }
   out << "\ntimes: median of repetitions (CUDA events); min-max: fastest and slowest repetition of the total; "
          "fused stages show their whole launch under conv ms;\nTFLOP/s = convT flops / that time (% of the FP32 "
-         "FMA peak); x floor = total / streaming read of x; speedup = previous stage's total / this total;\n"
+         "FMA peak); x floor = total / streaming read of x;\nspeedup = the previous stage's time / this stage's "
+         "time, both over the phases this stage changes (column \"on\"; total: the whole run);\n"
          "check: PASS/FAIL against the oracle"
       << (r.tolerance == "exact" ? " and, at the same exact tolerance, against the previous stage\n"
                                  : "; |d| = largest difference from the previous stage (pooled, y), for "
@@ -238,9 +269,12 @@ void write_json(const LadderReport& r, const std::string& path) {
   if (!r.cub_note.empty()) j["cub_note"] = r.cub_note;
   if (!r.cuda_context_lost.empty()) j["cuda_context_lost"] = r.cuda_context_lost;
   j["stages"] = json::array();
+  const StageReport* prev = nullptr;  // the last stage that ran
   for (const StageReport& s : r.stages) {
     json js{{"id", s.id},     {"name", s.name}, {"idea", s.idea},         {"gpu", s.gpu},
             {"ran", s.ran},   {"failed", s.failed}, {"note", s.note}, {"computes_conv", s.computes_conv}};
+    js["changes"] = json::array();
+    for (Phase ph : s.changes) js["changes"].push_back(to_string(ph));
     if (s.ran) {
       json phases = json::array();
       for (size_t i = 0; i < s.phase_ms.size(); ++i) {
@@ -261,6 +295,11 @@ void write_json(const LadderReport& r, const std::string& path) {
         js["previous_id"] = s.previous_id;
       }
       if (r.floor_ms > 0 && s.gpu) js["multiple_of_floor"] = s.total_ms / r.floor_ms;
+      if (prev) {
+        const double speedup = speedup_vs_previous(prev, s);
+        if (std::isfinite(speedup)) js["speedup_vs_previous"] = speedup;
+      }
+      prev = &s;
     }
     j["stages"].push_back(js);
   }

@@ -33,6 +33,7 @@ struct StageReport {
   std::string id, name, idea;
   bool gpu = false;
   bool computes_conv = true;  ///< see StageDescriptor::computes_conv
+  std::vector<Phase> changes;  ///< see StageDescriptor::changes (empty: the total)
   bool ran = false;
   bool failed = false;  ///< an error stopped it (the note says which); fails the ladder
   std::string note;     ///< why it was skipped or not run, or the error that stopped it

@@ -28,7 +28,7 @@ fi
 kernel_filter() {
   case $1 in
     per_thread_loop | async_copy | single_launch) echo 'regex:.' ;;
-    atomics | shared_tree | warp_shuffle) echo 'regex:pool|logsumexp|divide' ;;
+    atomics | shared_tree | warp_shuffle | vectorized_loads) echo 'regex:pool|logsumexp|divide' ;;
     *) return 1 ;;
   esac
 }

@@ -5,8 +5,8 @@
 #   atomics:         global atomics (RED/REDG/ATOM/ATOMG ... ADD) in its pool kernel
 #   shared_tree:     barriers (BAR.SYNC), shared-memory loads (LDS) and stores (STS) in its
 #                    pool kernel
-#   warp_shuffle:    warp shuffles (SHFL) and 128-bit global loads (LDG.E...128) in its pool
-#                    kernel, warp shuffles in its log-sum-exp epilogue
+#   warp_shuffle:    warp shuffles (SHFL) in its pool kernel and in its log-sum-exp epilogue
+#   vectorized_loads: 128-bit global loads (LDG.E...128) and warp shuffles in its pool kernel
 #   every GPU stage: no local memory (LDL/STL) in any kernel: no spills, no stack arrays.
 # The expectations are keyed by stage name (the folder name without its number), so renumbering
 # keeps them. Every GPU stage must have an entry in stage_idea below (an empty one when the
@@ -55,8 +55,10 @@ stage_idea() {
       expect "$id" pool "shared-memory stores" "${op}STS([.[:space:]]|$)" ;;
     warp_shuffle)
       expect "$id" pool "warp shuffles" "${op}SHFL\\."
-      expect "$id" pool "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
       expect "$id" logsumexp "warp shuffles" "${op}SHFL\\." ;;
+    vectorized_loads)
+      expect "$id" pool "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
+      expect "$id" pool "warp shuffles" "${op}SHFL\\." ;;
     async_copy) ;;        # the common check only
     single_launch) ;;     # the common check only
     *) return 3 ;;

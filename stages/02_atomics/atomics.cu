@@ -65,6 +65,7 @@ LADDER_REGISTER_STAGE(d) {
   d.run_gpu = run;
   d.run_pool = run_pool;
   d.pool_workspace_bytes = plane_sums_bytes;
+  d.changes = {Phase::Pool};  // the conv is stage 01's: "vs previous" compares the pool phase
 }
 
 }  // namespace ladder
