@@ -82,6 +82,7 @@ fi
 
 if [ -n "$check_only" ]; then
   expect() { :; }
+  expect_share() { :; }
   for i in "${!ids[@]}"; do
     [ "${kinds[$i]}" = gpu ] || continue
     rc=0
@@ -180,6 +181,38 @@ expect() {
     pass "stage $id has $what in its $kernel kernel: $where"
   else
     fail "stage $id has no $what in a kernel named *$kernel* (no instruction matches /$re/)"
+  fi
+}
+
+# share SASS_FILE REGEX KERNEL: prints "matching total" instruction counts over the kernels whose
+# mangled name contains KERNEL.
+share() {
+  SASS_RE="$2" SASS_KERNEL="$3" awk '
+    BEGIN { re = ENVIRON["SASS_RE"]; kernel = ENVIRON["SASS_KERNEL"]; hit = 0; all = 0 }
+    /Function : / { in_kernel = index($NF, kernel) > 0 }
+    in_kernel && /^[[:space:]]+\/\*[0-9a-f]+\*\// {
+      line = $0
+      sub(/^[[:space:]]+\/\*[0-9a-f]+\*\/[[:space:]]+/, "", line)
+      sub(/[[:space:]]*;.*$/, "", line)
+      if (line ~ /^(@!?U?P[0-9T]+[[:space:]]+)?NOP/) next
+      all++
+      if (line ~ re) hit++
+    }
+    END { print hit, all }' "$1"
+}
+
+# expect_share ID KERNEL WHAT REGEX MIN_PERCENT: at least MIN_PERCENT of the (non-NOP)
+# instructions of stage ID's kernels named *KERNEL* match REGEX (a static count over the code,
+# a proxy for the inner loop's mix when that loop is unrolled and dominates the code).
+expect_share() {
+  local id=$1 kernel=$2 what=$3 re=$4 min=$5 hit all
+  read -r hit all < <(share "$tmp/$id.sass" "$re" "$kernel")
+  if [ "$all" -eq 0 ]; then
+    fail "stage $id has no kernel named *$kernel*"
+  elif [ $((100 * hit)) -ge $((min * all)) ]; then
+    pass "stage $id: $what are $((100 * hit / all))% (>= $min%) of its $kernel kernels' instructions ($hit of $all)"
+  else
+    fail "stage $id: $what are only $((100 * hit / all))% (< $min%) of its $kernel kernels' instructions ($hit of $all)"
   fi
 }
 

@@ -1,12 +1,12 @@
 """The conv-transpose -> global-pool ladder's GPU stages, loaded into PyTorch.
 
     import conv_pool_ladder as cpl
-    ext = cpl.load_extension(["pool_before_conv"])   # JIT build (ninja, nvcc), then import
-    pooled, y = cpl.run_stage("pool_before_conv", x, conv.weight, conv.bias, bias)
+    ext = cpl.load_extension(["single_launch"])   # JIT build (ninja, nvcc), then import
+    pooled, y = cpl.run_stage("single_launch", x, conv.weight, conv.bias, bias)
     y = cpl.stage_forward(x, conv.weight, conv.bias, bias)  # differentiable (C++ autograd)
     model = cpl.ModelNew(64, 128, 3, (128, 1, 1)).cuda()   # KernelBench-style
 
-Stages are named by number ("06"), folder name or name ("pool_before_conv").
+Stages are named by number ("11"), folder name or name ("single_launch").
 load_extension, list_stage_folders and the build helpers need no torch until a build starts;
 run_stage, stage_forward, stage_op, Model and ModelNew import torch.
 """

@@ -60,11 +60,11 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 
 @dataclass(frozen=True)
 class StageFolder:
-    id: str  # "06"
-    folder: str  # "06_pool_before_conv"
+    id: str  # "11"
+    folder: str  # "11_single_launch"
     path: Path
     sources: tuple  # the folder's .cu and .cpp files, sorted
-    name: str = ""  # "pool_before_conv"
+    name: str = ""  # "single_launch"
     kind: str = "gpu"  # "gpu" (a .cu source) or "cpu"
     definitions: tuple = ()  # ("LADDER_STAGE_ID=\"06\"", ...): compile definitions of its sources
 
@@ -122,7 +122,7 @@ def gpu_stages(root: Path = REPO_ROOT) -> list:
 
 
 def normalize_stage_id(stage, root: Path = REPO_ROOT) -> str:
-    """6, "6", "06", "06_pool_before_conv" or "pool_before_conv" -> "06".
+    """11, "11", "11_single_launch" or "single_launch" -> "11".
 
     A name is looked up among the stage folders of `root`, so code that names its stage keeps
     working when the ladder is renumbered."""
@@ -135,7 +135,7 @@ def normalize_stage_id(stage, root: Path = REPO_ROOT) -> str:
         if f.folder[3:] == s:
             return f.id
     raise ValueError(
-        f"stage must be a number, a folder name like 06_pool_before_conv or a name like pool_before_conv; "
+        f"stage must be a number, a folder name like 11_single_launch or a name like single_launch; "
         f"{stage!r} is none of these (stages: {', '.join(f.folder for f in folders) or 'none'})")
 
 

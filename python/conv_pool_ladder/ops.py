@@ -6,8 +6,8 @@ stage_forward(...)  y (N, 1) through the extension's registered operator, differ
                     and second derivatives; what ModelNew calls.
 stage_op(stage)     the same operator as torch.ops sees it (torch.ops.<module>.stage_forward).
 
-A stage is named by number (6, "06"), folder name ("06_pool_before_conv") or name
-("pool_before_conv"). Argument checks happen in C++ only (csrc/stage_call.cpp): wrong tensors
+A stage is named by number (11, "11"), folder name ("11_single_launch") or name
+("single_launch"). Argument checks happen in C++ only (csrc/stage_call.cpp): wrong tensors
 raise ValueError / TypeError naming the tensor, as do parameter sets PyTorch would reject.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ._build import _LOADED, load_extension, normalize_stage_id
 
-_RESOLVED = {}  # stage as given -> (extension module, its number "06", which the C++ also accepts)
+_RESOLVED = {}  # stage as given -> (extension module, its number "11", which the C++ also accepts)
 
 
 def _resolve(stage):
@@ -46,7 +46,7 @@ def forward_entry(stage):
     return module.stage_forward, key
 
 
-def stage_op(stage="pool_before_conv"):
+def stage_op(stage="single_launch"):
     """torch.ops.<module>.stage_forward.default for the module holding `stage`; schema:
     (x, weight, conv_bias?, bias, stage: str, stride=1, padding=0, output_padding=0, dilation=1,
     groups=1, scale=10.0) -> y."""
@@ -82,7 +82,7 @@ def run_stage(stage, x, weight, conv_bias, bias, stride=1, padding=0, output_pad
 
 
 def stage_forward(x, weight, conv_bias, bias, stride=1, padding=0, output_padding=0, dilation=1,
-                  groups=1, scale=10.0, stage="pool_before_conv"):
+                  groups=1, scale=10.0, stage="single_launch"):
     """y (N, 1) = scale * logsumexp over channels of (mean of ConvTranspose2d(x) + bias), by a
     ladder stage, differentiable to second order (C++ autograd formula, csrc/stage_op.cpp)."""
     module, key = _resolve(stage)
