@@ -11,8 +11,12 @@ Inputs (all in one results directory, default results/, or $LADDER_RESULTS_DIR):
     then a table, per section) and the Nsight Compute metrics of the floor kernel
     (profiles/data/floor_streaming_read.txt: "# device: ..." and CSV rows from ncu --csv), matched
     to a ladder run by GPU name.
+  * optionally `build/ladder --pool-only --json FILE` outputs (results/pool_only_<gpu>.json,
+    "mode": "pool_only"): the reduction stages' pool phase alone; load_pool_only() reads them,
+    load() skips them. Schema: ladder/report.cpp, write_pool_only_json().
 Other JSON files, unknown keys and missing optional keys are tolerated. Older ladder JSONs lack
-"provenance", "timing", the *_min / *_max spreads and "computes_conv"; each is optional here.
+"provenance", "timing", the *_min / *_max spreads, "computes_conv", "changes" and
+"speedup_vs_previous"; each is optional here.
 
 Every number this module returns is read from those files or computed from them; the only
 constants are the FP32 peak table below, used for the roofline and for "% of FP32 peak".
@@ -32,6 +36,21 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PHASES = ("conv", "pool", "epilogue", "fused")
+TOTAL = ()  # "changes" naming no phase: a stage's speedup compares the whole run
+
+
+def changes_key(changes) -> str:
+    """What a speedup compares, as the ladder prints it: "pool", "conv+pool+fused", "total"."""
+    return "+".join(changes) if changes else "total"
+
+
+def changes_prose(changes) -> str:
+    """What a speedup compares, for prose: "pool", "conv + pool", "total". "fused" (the conv and
+    pool in one launch) is left out where conv or pool is named too: it is the same work."""
+    if not changes:
+        return "total"
+    shown = [c for c in changes if not (c == "fused" and ({"conv", "pool"} & set(changes)))]
+    return " + ".join(shown)
 
 # FP32 peak = SMs x FP32 lanes per SM x clock x 2 (an FMA counts 2 flops). Newer ladder JSONs
 # record it ("fp32_peak_tflops", from the device's SM count and maximum SM clock, common/device.cpp)
@@ -99,6 +118,11 @@ class Stage:
     total_min: float | None = None  # spread of the total over the timed repetitions
     total_max: float | None = None
     phase_spread: dict = field(default_factory=dict)  # phase name -> (min, max), phases marked once
+    # The phases this stage changes from the one before it (the JSON's "changes"; [] = the whole
+    # run), None where the file predates the field; and the ladder's own speedup over the previous
+    # ran stage on those phases ("speedup_vs_previous"), None where absent.
+    changes: list | None = None
+    speedup_vs_previous: float | None = None
 
     @property
     def label(self) -> str:
@@ -106,6 +130,14 @@ class Stage:
 
     def ms(self, phase: str) -> float | None:
         return self.phases.get(phase)
+
+    def changed_ms(self, changes) -> float | None:
+        """Time on `changes` (summed; a phase this stage lacks counts 0; None if it has none of
+        them), or the total where `changes` is empty: the ladder's changed_time()."""
+        if not changes:
+            return self.total_ms
+        found = [self.phases[c] for c in changes if c in self.phases]
+        return sum(found) if found else None
 
     @property
     def fused(self) -> bool:
@@ -158,6 +190,61 @@ class NcuFloor:
     metrics: dict
 
 
+def problem_summary(p: dict) -> str:
+    """Every ConvTranspose2d parameter and the inputs of a JSON's "problem", in one line."""
+    if not p:
+        return "problem not recorded"
+
+    def pair(k):
+        v = p.get(k)
+        if isinstance(v, (list, tuple)) and len(v) == 2:
+            return str(v[0]) if v[0] == v[1] else f"{v[0]}x{v[1]}"
+        return str(v)
+
+    s = (f"batch {p.get('batch')}, {p.get('in_channels')} -> {p.get('out_channels')} channels, "
+         f"{p.get('in_h')}x{p.get('in_w')} input, kernel {pair('kernel_size')}, stride {pair('stride')}, "
+         f"padding {pair('padding')}, output_padding {pair('output_padding')}, dilation {pair('dilation')}, "
+         f"groups {p.get('groups')}, x ~ {p.get('distribution')}, seed {p.get('seed')}")
+    if p.get("out_h") is not None:
+        s += f"; convT output {p.get('out_h')}x{p.get('out_w')}"
+    return s
+
+
+def problem_short(p: dict) -> str:
+    """The sizes that tell the problems apart: "batch 16, 64 -> 128 channels, 512x512"."""
+    if not p:
+        return "problem not recorded"
+    return (f"batch {p.get('batch')}, {p.get('in_channels')} -> {p.get('out_channels')} channels, "
+            f"{p.get('in_h')}x{p.get('in_w')}")
+
+
+@dataclass
+class Comparison:
+    """A ran stage against the previous ran stage of the same run, on the phases it changes."""
+    stage: Stage
+    previous: Stage | None
+    changes: tuple  # the phases compared; () = the total (also for files without "changes")
+    this_ms: float | None
+    previous_ms: float | None
+    ratio: float | None  # previous_ms / this_ms: above 1 is a gain; the JSON's value where it has one
+
+    @property
+    def on(self) -> str:
+        return changes_prose(self.changes)
+
+
+def compare(stage: Stage, previous: Stage | None) -> Comparison:
+    """`stage` against `previous`: the JSON's speedup_vs_previous when present, else the same
+    ratio computed from the stage's "changes", else (files without it) of the totals."""
+    ch = tuple(stage.changes) if stage.changes else TOTAL
+    this = stage.changed_ms(ch)
+    prev = previous.changed_ms(ch) if previous else None
+    ratio = stage.speedup_vs_previous if previous else None
+    if ratio is None and this and prev:
+        ratio = prev / this
+    return Comparison(stage, previous, ch, this, prev, ratio)
+
+
 @dataclass
 class LadderRun:
     path: Path
@@ -192,23 +279,7 @@ class LadderRun:
         return self.data.get("problem") or {}
 
     def problem_summary(self) -> str:
-        p = self.problem
-        if not p:
-            return "problem not recorded"
-
-        def pair(k):
-            v = p.get(k)
-            if isinstance(v, (list, tuple)) and len(v) == 2:
-                return str(v[0]) if v[0] == v[1] else f"{v[0]}x{v[1]}"
-            return str(v)
-
-        s = (f"batch {p.get('batch')}, {p.get('in_channels')} -> {p.get('out_channels')} channels, "
-             f"{p.get('in_h')}x{p.get('in_w')} input, kernel {pair('kernel_size')}, stride {pair('stride')}, "
-             f"padding {pair('padding')}, output_padding {pair('output_padding')}, dilation {pair('dilation')}, "
-             f"groups {p.get('groups')}, x ~ {p.get('distribution')}, seed {p.get('seed')}")
-        if p.get("out_h") is not None:
-            s += f"; convT output {p.get('out_h')}x{p.get('out_w')}"
-        return s
+        return problem_summary(self.problem)
 
     # --- costs and baselines --------------------------------------------------------------------
     def cost(self, phase: str, what: str) -> float | None:
@@ -387,13 +458,18 @@ class LadderRun:
                 return float(st["multiple_of_floor"])
         return s.total_ms / self.floor_ms if s.gpu and s.total_ms and self.floor_ms else None
 
-    def speedups_over_previous(self) -> dict:
-        """stage id -> previous ran stage's total / this total (the ladder's own definition)."""
+    def comparisons(self) -> dict:
+        """stage id -> Comparison with the previous ran stage (see compare()), for ran stages."""
         out, prev = {}, None
         for s in self.ran_stages():
-            out[s.id] = prev.total_ms / s.total_ms if prev else None
+            out[s.id] = compare(s, prev)
             prev = s
         return out
+
+    def speedups_over_previous(self) -> dict:
+        """stage id -> the previous ran stage's time over this one's, on the phases this stage
+        changes (the ladder's "speedup_vs_previous"); for files without "changes", of the totals."""
+        return {k: c.ratio for k, c in self.comparisons().items()}
 
     def vs_pytorch(self, s: Stage, kind: str) -> tuple[float | None, bool]:
         """(speedup over PyTorch `kind` ('eager' or 'compile'), same_run). same_run is True when
@@ -408,6 +484,77 @@ class LadderRun:
         if t is not None and ref:
             return ref / float(t["median_ms"]), True
         return (ref / s.total_ms, False) if ref else (None, False)
+
+
+@dataclass
+class PoolOnlyStage:
+    """One stage of a `ladder --pool-only` run: its pool phase alone on a generated tensor."""
+    id: str
+    name: str
+    idea: str = ""
+    ran: bool = False
+    note: str = ""
+    pool_ms: float | None = None
+    pool_min: float | None = None
+    pool_max: float | None = None
+    speedup_vs_previous: float | None = None  # the previous ran stage's pool ms / this one's
+    passed: bool | None = None  # against the tensor's fp64 plane means
+
+    @property
+    def label(self) -> str:
+        return f"{self.id} {self.name}"
+
+
+@dataclass
+class PoolOnlyRun:
+    path: Path
+    data: dict
+    stages: list
+
+    @property
+    def device(self) -> str:
+        return str(self.data.get("device") or "")
+
+    @property
+    def gpu_name(self) -> str:
+        return self.device.split(",")[0].strip() or "(no GPU)"
+
+    @property
+    def problem(self) -> dict:
+        return self.data.get("problem") or {}
+
+    def previous_of(self, stage_id: str) -> PoolOnlyStage | None:
+        """The ran stage before `stage_id` in this run (what its speedup_vs_previous compares)."""
+        prev = None
+        for s in self.stages:
+            if s.id == stage_id:
+                return prev
+            if s.ran and s.pool_ms:
+                prev = s
+        return None
+
+
+def load_pool_only(directory=None) -> list:
+    """Every `ladder --pool-only --json` output ("mode": "pool_only") in the results directory."""
+    out = []
+    for path in sorted(results_dir(directory).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # load() warns about unreadable files
+        if not isinstance(data, dict) or data.get("mode") != "pool_only":
+            continue
+        stages = []
+        for st in data.get("stages") or []:
+            ck = st.get("check") or {}
+            stages.append(PoolOnlyStage(
+                id=str(st.get("id", "?")), name=str(st.get("name", "")), idea=str(st.get("idea", "")),
+                ran=bool(st.get("ran")), note=str(st.get("note", "") or ""), pool_ms=_num(st.get("pool_ms")),
+                pool_min=_num(st.get("pool_ms_min")), pool_max=_num(st.get("pool_ms_max")),
+                speedup_vs_previous=_num(st.get("speedup_vs_previous")),
+                passed=ck.get("pass") if "pass" in ck else None))
+        out.append(PoolOnlyRun(path, data, stages))
+    return out
 
 
 def _stage_from_json(st: dict) -> Stage:
@@ -425,6 +572,7 @@ def _stage_from_json(st: dict) -> Stage:
     # A phase marked several times has a summed median; the sum of its minima is no minimum.
     spread = {k: v for k, v in spread.items() if marks.get(k) == 1}
     cc = st.get("computes_conv")
+    ch = st.get("changes")
     vo = st.get("vs_oracle") or {}
     vp = st.get("vs_previous") or {}
     return Stage(
@@ -436,6 +584,8 @@ def _stage_from_json(st: dict) -> Stage:
         max_abs_pooled=_num(vo.get("max_abs_pooled")), max_abs_y=_num(vo.get("max_abs_y")),
         computes_conv=cc if isinstance(cc, bool) else None,
         total_min=_num(st.get("total_ms_min")), total_max=_num(st.get("total_ms_max")), phase_spread=spread,
+        changes=[str(c) for c in ch] if isinstance(ch, list) else None,
+        speedup_vs_previous=_num(st.get("speedup_vs_previous")),
     )
 
 
@@ -591,7 +741,7 @@ def fmt_rate(v) -> str:
 
 def stage_rows(run: LadderRun) -> list:
     """One dict per stage (ran or not) with the table's numbers; None where there is no number."""
-    prev = run.speedups_over_previous()
+    prev = run.comparisons()
     peak, _ = run.fp32_peak_tflops()
     rows = []
     for s in run.stages:
@@ -605,7 +755,9 @@ def stage_rows(run: LadderRun) -> list:
                 "total_ms": s.total_ms, "total_min": s.total_min, "total_max": s.total_max, "tflops": tf,
                 "pct_fp32_peak": 100 * tf / peak if tf and peak else None,
                 "gbps": run.gbps(s), "x_floor": run.multiple_of_floor(s) if s.gpu else None,
-                "vs_previous": prev.get(s.id), "vs_eager": eager, "vs_eager_same_run": eager_same,
+                "vs_previous": prev[s.id].ratio if s.id in prev else None,
+                "vs_previous_on": prev[s.id].on if s.id in prev else None,
+                "vs_eager": eager, "vs_eager_same_run": eager_same,
                 "vs_compile": comp, "vs_compile_same_run": comp_same,
                 "oracle": None if s.passed is None else ("PASS" if s.passed else "FAIL"),
                 "max_abs_pooled": s.max_abs_pooled, "max_abs_y": s.max_abs_y,
