@@ -79,7 +79,7 @@ struct StageDescriptor {
   /// and throws CudaError or std::runtime_error on a bad launch configuration.
   size_t (*workspace_bytes)(const Problem&) = nullptr;
   void (*run_gpu)(const GpuStageArgs&) = nullptr;
-  /// False for stages that never perform the convT arithmetic (stage 06): the ladder then does
+  /// False for stages that never perform the convT arithmetic (10, 11): the ladder then does
   /// not quote convT TFLOP/s for them.
   bool computes_conv = true;
   /// True if two runs on the same inputs give bitwise-equal outputs (no order-dependent

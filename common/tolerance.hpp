@@ -3,8 +3,9 @@
 // fp32_tolerance, for any inputs. Every stage computes pooled[n,co] as a sum of the same
 // products w*x (plus cb), grouped in some order, each addition rounded in fp32 (unit roundoff
 // u = 2^-24). The longest chain of roundings any stage builds has n_chain = taps*Cin/g (a conv
-// output) + Hout*Wout (a plane sum) + H*W (stage 06's input plane sum) + Cin/g*taps (its
-// contraction) additions: 576 + 264196 + 262144 + 576 = 5.27e5 at the KernelBench size.
+// output) + Hout*Wout (a plane sum) + H*W (the input plane sum of stages 10 and 11) +
+// Cin/g*taps (their contraction) additions: 576 + 264196 + 262144 + 576 = 5.27e5 at the
+// KernelBench size.
 // The classic bound gamma_n = n*u/(1-n*u) times sum|terms| is far too loose at that n to catch
 // a wrong kernel, so we use the probabilistic bound of Higham & Mary (SIAM J. Sci. Comput. 2019,
 // "A new approach to probabilistic rounding error analysis", Thm 3.1): with independent rounding
@@ -21,8 +22,8 @@
 // plane sum, P = Hout*Wout (< 2^23, exact in fp32), pooled = S/P = cb + A (A = conv_mean):
 //   fl(S/P)                      one rounding:          u*|pooled|
 //   fl(S * fl(1/P))              two:                   2u*|pooled| (+ u^2 terms)
-//   fl(cb + fl(A)), A from fl(acc * fl(1/P)) or from fp64 then fp32 (stage 05): u*|pooled| + 2u*|A|
-//   fp64 then one fp32 rounding (stage 06):            u*|pooled| + ~2^-51*(|pooled| + |A|)
+//   fl(cb + fl(A)), A from fl(acc * fl(1/P)) or from fp64 then fp32 (06-09): u*|pooled| + 2u*|A|
+//   fp64 then one fp32 rounding (stages 10, 11):       u*|pooled| + ~2^-51*(|pooled| + |A|)
 // so |error| <= 2u*(|pooled| + |A|), and the factor (1 + 2^-20) covers the u^2 terms and the
 // fp64 oracle's own roundings (a few 2^-53 relative). A single wrong term (a dropped row or
 // plane, a misread x) moves pooled by at least 1/P, more than this whenever

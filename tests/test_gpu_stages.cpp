@@ -99,7 +99,7 @@ TEST_P(GpuStage, MatchesOracleOnRandomProblemsExactAndStructured) {
 TEST_P(GpuStage, OutputBeyond2To31Elements) {
   SKIP_WITHOUT_GPU();
   const StageDescriptor& stage = *registered_stages()[GetParam()];
-  // 1 x 8200 x 514 x 514 = 2.166e9 convT elements > 2^31: stages 01-04 materialize them
+  // 1 x 8200 x 514 x 514 = 2.166e9 convT elements > 2^31: stages 01-05 materialize them
   // (8.7 GB of workspace); 32-bit element offsets anywhere would wrap and misread. Exact inputs,
   // so a single misread element fails.
   const Problem p = with_distribution(testing::make(1, 1, 8200, 512, 512, {3, 3}), Distribution::Exact);
@@ -128,10 +128,10 @@ TEST_P(GpuStage, OutputBeyond2To31Elements) {
 }
 
 // Problems for the rerun tests, uniform inputs (real fractions: every rounding shows):
-// stride (2, 1) with padding (stage 05's general kernel, stage 06's border frames), a stride-1
-// plane of two chunks with padding (stage 05's tiled kernel over several blocks per plane,
-// stage 06's chunk sums and frames), and the KernelBench channels (stage 06's 64 slots per
-// channel across all 8 warps, 128 channels in 4 passes).
+// stride (2, 1) with padding (the general kernel of stages 07-09, the border frames of 10 and
+// 11), a stride-1 plane of two chunks with padding (the tiled kernels of 07-09 over several
+// tiles per plane, the chunk sums and frames of 10 and 11), and the KernelBench channels (the
+// 64 slots per channel of 10 and 11 across all 8 warps, 128 channels in 4 passes).
 std::vector<Problem> rerun_problems() {
   std::vector<Problem> ps = {testing::make(3, 5, 7, 40, 37, {3, 3}, {2, 1}, {1, 0}, {1, 0}),
                              testing::make(2, 16, 40, 150, 131, {3, 3}, {1, 1}, {1, 1}),

@@ -73,7 +73,7 @@ void expect_all_passed(const PoolOnlyReport& r) {
 }
 
 // Odd plane sizes, plane sizes that are not multiples of 4 (so planes start at every 16-byte
-// offset: stage 04's head and tail), one plane, one element, many planes, planes of many
+// offset: stage 05's head and tail), one plane, one element, many planes, planes of many
 // chunks, the KernelBench plane, and a shape set by stride, padding and output_padding.
 TEST(PoolOnlyGpu, EveryStageWithAPoolPhasePassesOnAwkwardShapes) {
   SKIP_WITHOUT_GPU_POOL();
@@ -83,7 +83,7 @@ TEST(PoolOnlyGpu, EveryStageWithAPoolPhasePassesOnAwkwardShapes) {
       output_shape(3, 5, 13, 11),    // 143 per plane: odd, not a multiple of 4
       output_shape(2, 3, 5, 6),      // 30 per plane: even, not a multiple of 4
       output_shape(16, 300, 5, 5),   // 4800 planes of 25
-      output_shape(1, 2, 701, 651),  // 456351 per plane: 223 chunks of stage 03, 28 of stage 04
+      output_shape(1, 2, 701, 651),  // 456351 per plane: 223 chunks of stages 03-04, 28 of 05
       output_shape(2, 3, 514, 514),  // the KernelBench plane
       testing::make(2, 3, 5, 9, 14, {3, 2}, {2, 2}, {1, 0}, {1, 1}),  // convT output 18 x 29
   };
@@ -172,7 +172,7 @@ class NoMarks : public PhaseMarks {
 
 // The pool phase alone on a stage's own convT output gives the pooled of its full run: bitwise
 // for a deterministic stage (01), within the pool-only tolerance for the atomic ones. Stages
-// 01-04 keep their convT output at the start of their workspace (per_thread_loop.cu,
+// 01-05 keep their convT output at the start of their workspace (per_thread_loop.cu,
 // lib/plane_sums.cuh); the test reads it there.
 TEST(PoolOnlyGpu, PoolPhaseAloneGivesThePooledOfTheFullRun) {
   SKIP_WITHOUT_GPU_POOL();

@@ -6,8 +6,10 @@
     python3 scripts/plots/diagrams.py --only tree_sequential
 
 Each diagram is computed from the same rules as the code it illustrates (the gather form's exact
-division, stage 03's sequential addressing, stage 04's shuffle offsets, stage 05's row pitch of
-20 floats, stage 06's tap_span and plan_tap), drawn small enough to read. Deterministic:
+division, stage 03's sequential addressing, stage 04's shuffle offsets, the input tile with its
+halo that stage 07 introduces, in stage 08's geometry with its row pitch of 20 floats, and
+tap_span and plan_tap of stages/lib/tap_window.cuh, stage 10's), drawn small enough to read.
+Deterministic:
 no randomness, no dates; matplotlib, Agg backend.
 """
 
@@ -186,7 +188,7 @@ def draw_pool_mapping():
             ax.plot([bx + 0.1, bx + chunk - 0.1], [y - 0.25, y - 0.25], color="0.3", lw=1.2)
             box(ax, bx + chunk / 2 - 0.4, y - 1.9, 0.8, 0.8, fc="white", ec="0.3", text="+", fs=7)
             arrow(ax, bx + chunk / 2, y - 1.9, cx, y - 4.2, color="0.3", lw=0.9)
-    ax.text(note_x, y - 1.6, "one block per chunk of a plane (stage 03:\n2048 elements, stage 04: 16,384): a tree\n"
+    ax.text(note_x, y - 1.6, "one block per chunk of a plane (stages 03, 04:\n2048 elements, stage 05: 16,384): a tree\n"
             "on chip, then one atomic per block", va="center", fontsize=7.5)
     return fig
 
@@ -301,9 +303,9 @@ def draw_warp_shuffle():
     return fig
 
 
-# --- (d) stage 05: the input patch with its halo, and the banks of its rows ------------------------
+# --- (d) stages 07-08: the input patch with its halo (07), in stage 08's geometry, and its banks ----
 
-KPITCH = 20  # conv_pool_fusion.cu: kPitch = kTileCols + kMaxKernelW - 1
+KPITCH = 20  # register_tiling.cu (stage 08) and async_copy.cu (09): kPitch = kTileCols + kMaxKernelW - 1
 
 
 def quarter_warp_banks(pitch: int, rows: int = 8) -> list[list[int]]:
@@ -379,7 +381,7 @@ def draw_tile_banks():
         ax.text(bx - 0.4, 9.85, "reads\nper bank", ha="right", va="center", fontsize=7)
         return max(hits)
 
-    worst20 = banks(26.5, KPITCH, "pitch 20 (stage 05): banks of one LDS.128")
+    worst20 = banks(26.5, KPITCH, "pitch 20 (stage 08): banks of one LDS.128")
     ax.text(26.5 + 16 * 0.95, 8.6, f"row r starts at bank 20r mod 32 = 0, 20, 8, 28, 16, 4, 24, 12:\n"
             f"eight disjoint groups of 4, at most {worst20} read per bank, one pass",
             ha="center", va="top", fontsize=8)
@@ -401,10 +403,10 @@ def draw_tile_banks():
     return fig
 
 
-# --- (e) stage 06: which input elements each tap of a padded kernel sees ---------------------------
+# --- (e) stage 10: which input elements each tap of a padded kernel sees ---------------------------
 
 def tap_span(n_in: int, n_out: int, stride: int, padding: int, dilation: int, k: int) -> tuple[int, int]:
-    """The input rows [lo, hi) whose tap k lands in the output (pool_before_conv.cu's tap_span)."""
+    """The input rows [lo, hi) whose tap k lands in the output (tap_span in stages/lib/tap_window.cuh)."""
     def ceil_div(a, b):
         return (a + b - 1) // b if a >= 0 else -((-a) // b)
 
@@ -414,7 +416,7 @@ def tap_span(n_in: int, n_out: int, stride: int, padding: int, dilation: int, k:
 
 
 def plan_tap(rows, cols, h, w):
-    """(mode, rects) as pool_before_conv.cu's plan_tap; rects are (r0, r1, c0, c1)."""
+    """(mode, rects) as plan_tap in stages/lib/tap_window.cuh; rects are (r0, r1, c0, c1)."""
     if rows[1] == rows[0] or cols[1] == cols[0]:
         return "Zero", []
     if rows == (0, h) and cols == (0, w):
