@@ -154,6 +154,10 @@ std::string format_table(const LadderReport& r) {
                   "-", "-", range(r.cub_spread).c_str(), "-", "-", "-", "-", "-", "(pool phase only)");
     out << line;
   }
+  // A stage's pool phase reads the convT output, or x in a stage that pools before convolving.
+  const auto pool_bytes = [&](const StageReport& s) {
+    return s.computes_conv ? cost.pool.bytes : 4.0 * double(r.problem.x_elems());
+  };
   const StageReport* prev = nullptr;
   for (const StageReport& s : r.stages) {
     const std::string label = s.id + " " + s.name;
@@ -175,7 +179,7 @@ std::string format_table(const LadderReport& r) {
                cell("%.1e", s.vs_previous->max_abs_y);
     std::snprintf(line, sizeof line, head, label.c_str(), cell("%.3f", conv_like).c_str(),
                   tflops.c_str(), cell("%.3f", pool).c_str(),
-                  cell("%.0f", cost.pool.bytes / pool / 1e6).c_str(),
+                  cell("%.0f", pool_bytes(s) / pool / 1e6).c_str(),
                   cell("%.3f", phase_time(s, Phase::Epilogue)).c_str(), cell("%.3f", s.total_ms).c_str(),
                   range(s.total_spread).c_str(),
                   cell("%.1f", r.floor_ms > 0 && s.gpu ? s.total_ms / r.floor_ms : NAN).c_str(),

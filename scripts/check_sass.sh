@@ -7,6 +7,8 @@
 #                    pool kernel
 #   warp_shuffle:    warp shuffles (SHFL) in its pool kernel and in its log-sum-exp epilogue
 #   vectorized_loads: 128-bit global loads (LDG.E...128) and warp shuffles in its pool kernel
+#   pool_before_conv: 128-bit loads and warp shuffles in its plane-sum kernel
+#   single_launch:   an atomic arrival counter, a fence and 128-bit loads in its one kernel
 #   every GPU stage: no local memory (LDL/STL) in any kernel: no spills, no stack arrays.
 # The expectations are keyed by stage name (the folder name without its number), so renumbering
 # keeps them. Every GPU stage must have an entry in stage_idea below (an empty one when the
@@ -60,7 +62,13 @@ stage_idea() {
       expect "$id" pool "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
       expect "$id" pool "warp shuffles" "${op}SHFL\\." ;;
     async_copy) ;;        # the common check only
-    single_launch) ;;     # the common check only
+    pool_before_conv)
+      expect "$id" plane_chunk_sums "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
+      expect "$id" plane_chunk_sums "warp shuffles" "${op}SHFL\\." ;;
+    single_launch)
+      expect "$id" pool_before_conv_fused "an arrival counter (global atomic add)" "${op}(RED|REDG|ATOM|ATOMG)\\.[A-Z0-9_.]*ADD"
+      expect "$id" pool_before_conv_fused "a memory fence" "${op}(MEMBAR|FENCE)"
+      expect "$id" pool_before_conv_fused "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)" ;;
     *) return 3 ;;
   esac
 }

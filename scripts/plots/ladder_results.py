@@ -402,11 +402,15 @@ class LadderRun:
         return [s for s in self.stages if s.ran and s.total_ms]
 
     def conv_tflops(self, s: Stage) -> float | None:
+        if s.computes_conv is False:  # its "conv" phase is a contraction of sums, not the convolution
+            return None
         f, ms = self.cost("conv", "flops"), s.ms("conv")
         return f / ms / 1e9 if f and ms else None
 
     def pool_gbps(self, s: Stage) -> float | None:
-        b, ms = self.cost("pool", "bytes"), s.ms("pool")
+        # The pool phase reads the convT output, or x in a stage that pools before convolving.
+        b = self.x_bytes if s.computes_conv is False else self.cost("pool", "bytes")
+        ms = s.ms("pool")
         return b / ms / 1e6 if b and ms else None
 
     def fused_kind(self, s: Stage) -> str | None:
