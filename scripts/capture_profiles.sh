@@ -27,7 +27,8 @@ fi
 # (lib/conv_transpose_gather.cuh) leave it out: it is profiled once, with per_thread_loop.
 kernel_filter() {
   case $1 in
-    per_thread_loop | async_copy | pool_before_conv | single_launch) echo 'regex:.' ;;
+    per_thread_loop | pool_before_conv | single_launch) echo 'regex:.' ;;
+    fused_gather | shared_memory_tiling | register_tiling | async_copy) echo 'regex:conv_pool|logsumexp' ;;
     atomics | shared_tree | warp_shuffle | vectorized_loads) echo 'regex:pool|logsumexp|divide' ;;
     *) return 1 ;;
   esac

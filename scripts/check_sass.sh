@@ -7,6 +7,11 @@
 #                    pool kernel
 #   warp_shuffle:    warp shuffles (SHFL) in its pool kernel and in its log-sum-exp epilogue
 #   vectorized_loads: 128-bit global loads (LDG.E...128) and warp shuffles in its pool kernel
+#   fused_gather:    warp shuffles in its conv+pool kernel and its epilogue
+#   shared_memory_tiling: barriers, shared-memory loads and stores in its tiled kernel
+#   register_tiling: 128-bit shared-memory loads, and an unrolled inner loop of FFMAs: some 128
+#                    consecutive instructions of its tiled kernel are at least 75% FFMA
+#   async_copy:      LDGSTS and its copy-group waits, and the same FFMA share
 #   pool_before_conv: 128-bit loads and warp shuffles in its plane-sum kernel
 #   single_launch:   an atomic arrival counter, a fence and 128-bit loads in its one kernel
 #   every GPU stage: no local memory (LDL/STL) in any kernel: no spills, no stack arrays.
@@ -61,7 +66,20 @@ stage_idea() {
     vectorized_loads)
       expect "$id" pool "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
       expect "$id" pool "warp shuffles" "${op}SHFL\\." ;;
-    async_copy) ;;        # the common check only
+    fused_gather)
+      expect "$id" conv_pool_gather "warp shuffles (the on-chip block sum)" "${op}SHFL\\."
+      expect "$id" logsumexp "warp shuffles" "${op}SHFL\\." ;;
+    shared_memory_tiling)  # the tiled kernel by name: the general fallback has LDS/BAR as well
+      expect "$id" smem_tile "barriers" "${op}BAR\\.SYNC"
+      expect "$id" smem_tile "shared-memory loads" "${op}LDS([.[:space:]]|$)"
+      expect "$id" smem_tile "shared-memory stores" "${op}STS([.[:space:]]|$)" ;;
+    register_tiling)
+      expect "$id" register_tile "128-bit shared-memory loads" "${op}LDS(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
+      expect_dense "$id" register_tile "FFMAs" "${op}FFMA([.[:space:]]|$)" 128 75 ;;
+    async_copy)
+      expect "$id" async_copy "asynchronous global-to-shared copies" "${op}LDGSTS([.[:space:]]|$)"
+      expect "$id" async_copy "waits on copy groups" "${op}(LDGDEPBAR|DEPBAR)([.[:space:]]|$)"
+      expect_dense "$id" async_copy "FFMAs" "${op}FFMA([.[:space:]]|$)" 128 75 ;;
     pool_before_conv)
       expect "$id" plane_chunk_sums "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
       expect "$id" plane_chunk_sums "warp shuffles" "${op}SHFL\\." ;;
@@ -90,7 +108,7 @@ fi
 
 if [ -n "$check_only" ]; then
   expect() { :; }
-  expect_share() { :; }
+  expect_dense() { :; }
   for i in "${!ids[@]}"; do
     [ "${kinds[$i]}" = gpu ] || continue
     rc=0
@@ -192,35 +210,40 @@ expect() {
   fi
 }
 
-# share SASS_FILE REGEX KERNEL: prints "matching total" instruction counts over the kernels whose
-# mangled name contains KERNEL.
-share() {
-  SASS_RE="$2" SASS_KERNEL="$3" awk '
-    BEGIN { re = ENVIRON["SASS_RE"]; kernel = ENVIRON["SASS_KERNEL"]; hit = 0; all = 0 }
-    /Function : / { in_kernel = index($NF, kernel) > 0 }
+# densest SASS_FILE REGEX KERNEL WINDOW: prints "best window" where best is the largest number of
+# instructions matching REGEX among WINDOW consecutive (non-NOP) instructions of one kernel whose
+# mangled name contains KERNEL (0 0 when there is no such kernel).
+densest() {
+  SASS_RE="$2" SASS_KERNEL="$3" SASS_WINDOW="$4" awk '
+    BEGIN { re = ENVIRON["SASS_RE"]; kernel = ENVIRON["SASS_KERNEL"]; w = ENVIRON["SASS_WINDOW"] + 0
+            best = 0; seen = 0 }
+    /Function : / { in_kernel = index($NF, kernel) > 0; n = 0; hits = 0; if (in_kernel) seen = 1 }
     in_kernel && /^[[:space:]]+\/\*[0-9a-f]+\*\// {
       line = $0
       sub(/^[[:space:]]+\/\*[0-9a-f]+\*\/[[:space:]]+/, "", line)
       sub(/[[:space:]]*;.*$/, "", line)
       if (line ~ /^(@!?U?P[0-9T]+[[:space:]]+)?NOP/) next
-      all++
-      if (line ~ re) hit++
+      m = (line ~ re) ? 1 : 0
+      hit[n % w] = m; hits += m; n++
+      if (n > w) hits -= old
+      old = hit[n % w]   # the entry that leaves the window at the next instruction
+      if (n >= w && hits > best) best = hits
     }
-    END { print hit, all }' "$1"
+    END { print best, (seen ? w : 0) }' "$1"
 }
 
-# expect_share ID KERNEL WHAT REGEX MIN_PERCENT: at least MIN_PERCENT of the (non-NOP)
-# instructions of stage ID's kernels named *KERNEL* match REGEX (a static count over the code,
-# a proxy for the inner loop's mix when that loop is unrolled and dominates the code).
-expect_share() {
-  local id=$1 kernel=$2 what=$3 re=$4 min=$5 hit all
-  read -r hit all < <(share "$tmp/$id.sass" "$re" "$kernel")
-  if [ "$all" -eq 0 ]; then
+# expect_dense ID KERNEL WHAT REGEX WINDOW MIN_PERCENT: some WINDOW consecutive instructions of a
+# kernel of stage ID named *KERNEL* are at least MIN_PERCENT matches of REGEX: the unrolled inner
+# loop's instruction mix (the FFMA share of a register-tiled loop), read from the code.
+expect_dense() {
+  local id=$1 kernel=$2 what=$3 re=$4 window=$5 min=$6 best w
+  read -r best w < <(densest "$tmp/$id.sass" "$re" "$kernel" "$window")
+  if [ "$w" -eq 0 ]; then
     fail "stage $id has no kernel named *$kernel*"
-  elif [ $((100 * hit)) -ge $((min * all)) ]; then
-    pass "stage $id: $what are $((100 * hit / all))% (>= $min%) of its $kernel kernels' instructions ($hit of $all)"
+  elif [ $((100 * best)) -ge $((min * w)) ]; then
+    pass "stage $id: $what are $((100 * best / w))% (>= $min%) of the densest $w consecutive instructions of its $kernel kernels"
   else
-    fail "stage $id: $what are only $((100 * hit / all))% (< $min%) of its $kernel kernels' instructions ($hit of $all)"
+    fail "stage $id: $what are at most $((100 * best / w))% (< $min%) of any $w consecutive instructions of its $kernel kernels"
   fi
 }
 

@@ -1,4 +1,4 @@
-// The plane-sum workspace and final division that stages 02-04 share: each accumulates one fp32
+// The plane-sum workspace and final division that stages 02-05 share: each accumulates one fp32
 // sum per (n, co) plane with atomics, then divides by the plane size.
 #pragma once
 

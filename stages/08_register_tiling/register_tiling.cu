@@ -1,0 +1,326 @@
+// Stage 08: register tiling. Stage 07's shared-memory tiles, but each thread now computes an
+// 8-pixel x 8-channel tile of outputs instead of one (the SGEMM idea applied to a stencil):
+//  - conv+pool: a block owns 16x16 output pixels x 64 channels; per (tile, input-channel chunk)
+//               it copies the input patch with its halo and the chunk's weights into shared
+//               memory (plain loads, then a barrier), and each thread keeps 64 accumulators in
+//               registers. For each (ci, kernel row) a thread loads its input row window once
+//               (16-byte loads) and reuses it for every tap of the row; per tap two broadcast
+//               float4 weight loads feed 64 FMAs, so each value read from shared memory feeds 8
+//               FMAs instead of one. The patch row pitch (20 floats) keeps the 16-byte loads
+//               free of bank conflicts. Every other ConvTranspose2d parameter set: the general
+//               path (lib/conv_pool_general.cuh), as in stage 07;
+//  - finish:    partials summed in a fixed order, mean, conv bias, log-sum-exp
+//               (lib/fused_partials.cuh).
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "conv_params.hpp"
+#include "cuda_check.hpp"
+#include "lib/conv_pool_general.cuh"
+#include "lib/fused_partials.cuh"
+#include "lib/register_stage.hpp"
+#include "lib/warp_reduce.cuh"
+
+namespace ladder {
+namespace {
+
+// ---- stage 08 kernels: begin ---------------------------------------------------------------
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+// Geometry. A warp owns a 16x16 output tile for 8 output channels: lane l computes
+// row l % 16, columns 8*(l / 16) .. +7 (kPix consecutive pixels) for the warp's 8 channels
+// (kCo): 64 accumulators. The 8 warps of a block share the pixels and split 64 channels.
+constexpr int kTileRows = 16;
+constexpr int kTileCols = 16;
+constexpr int kPix = 8;                      // output pixels per thread (one row segment)
+constexpr int kCo = 8;                       // output channels per thread
+constexpr int kCoTile = kWarps * kCo;        // 64 output channels per block
+constexpr int kMaxKernelW = 5;
+// Shared-memory row pitch of the input patch: 16 columns + kernel_w - 1 halo, padded so every
+// thread's 16-byte window loads stay in the row. 20 words = 5 groups of 4 banks, and 5 is odd,
+// so rows r = 0..7 start in groups 5r mod 8, all different: the 8 threads of a quarter warp
+// (8 consecutive rows, one column group) hit 8 disjoint groups of 4 banks.
+constexpr int kPitch = kTileCols + kMaxKernelW - 1;
+constexpr int kMaxCiChunk = 8;               // input channels staged per step
+constexpr int kBuffers = 1;                  // one buffer: copy, barrier, compute, barrier
+constexpr int kSmemBudget = 96 * 1024;       // dynamic shared memory per block: 2 blocks per SM
+constexpr int64_t kTargetBlocks = 4096;      // about 15 waves of 2 blocks on 132 SMs
+static_assert(kThreads % kCoTile == 0 && kThreads >= kPitch, "fixed per-thread copy roles");
+static_assert(kTileRows * (kTileCols / kPix) == 32, "one warp covers one tile");
+
+/// The tiled kernel's arguments, by value. x (N, Cin, H, W), weight (Cin, Cout/g, kH, kW),
+/// partials (N, g.parts, Cout), fp32. The grid (make_fused_grid): units are the plane's 16x16
+/// tiles, kCoTile channels per block.
+struct TiledArgs {
+  ConvParams p;
+  const float* x;
+  const float* weight;
+  float* partials;
+  FusedGrid g;
+  int tiles_w;     ///< tiles per row of tiles
+  int ci_chunk;    ///< input channels per step
+  int patch_rows;  ///< kTileRows + (kernel_h - 1) * dilation_h
+};
+
+/// partials[n, part, co] = sum of the convT outputs (without conv bias) of 16x16 tiles
+/// [part_begin(part), part_begin(part + 1)) of plane (n, co), for the block's 64 channels.
+/// Stride (1, 1), dilation_w 1, kernel_w == KW (1..5); any kernel_h, dilation_h, padding,
+/// output_padding, groups, sizes. With stride 1 the gather form is a correlation with the
+/// flipped kernel:  out[oh, ow] = sum_{ci,kh,kw} x[oh + ph - kh*dh, ow + pw - kw] w[kh, kw]
+/// (x zero outside the plane), so an output tile needs one input patch with a halo.
+///
+/// Block: (n, a contiguous range of 16x16 output tiles of the plane, 64 channels of one group).
+/// Per tile it walks the group's input channels in chunks of ci_chunk, staged in shared memory:
+///   shared x patch [ci_chunk][patch_rows][20], rows from oh0 + ph - (kh-1)*dh, columns from
+///   ow0 + pw - (KW-1), zero where outside the input;
+///   shared weights [ci_chunk][kh*KW][64]  (transposed so a thread's 8 channels are 2 float4).
+/// Thread: output row r = lane % 16, columns 8t .. 8t+7 with t = lane / 16, channels
+/// 8*warp .. +7. For each (ci, kh) it loads its input row window once (8 + KW - 1 values in
+/// 16-byte loads) and reuses it for all KW taps: window[m + kk] is x at column (8t + m) + kk,
+/// the input of output m under tap kw = KW-1-kk. Per tap: 2 broadcast LDS.128 of weights, then
+/// 64 FMAs, so each value read from shared memory feeds 8 FMAs.
+/// When a tile's last chunk is done, the thread adds its in-range outputs to 8 running channel
+/// sums (pool) and clears the accumulators; at the end each warp reduces pool with shuffles and
+/// lane 0 writes the partials. Shared memory: ci_chunk * (patch_rows*20 + kh*KW*64) floats,
+/// sized by the tile and at most 96 KB (2 blocks per SM); 0 bytes of stack.
+/// Changed from stage 07: 8x8 outputs per thread instead of one; 64 channels per block.
+template <int KW>
+__global__ void __launch_bounds__(kThreads, 2) conv_pool_register_tile(TiledArgs a) {
+  extern __shared__ __align__(16) float smem[];
+  constexpr int kWindow = (kPix + KW - 1 + 3) / 4 * 4;  // floats per row window, whole float4s
+  static_assert(kTileCols - kPix + kWindow <= kPitch, "the last column group's window stays in the row");
+  const ConvParams& p = a.p;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int r = lane % kTileRows, t = lane / kTileRows;
+  const BlockCoords bc = block_coords(a.g);
+  const int co_count = min(kCoTile, p.out_per_group - bc.co_base);  // valid channels of the tile
+  const bool warp_active = warp * kCo < co_count;                    // warp-uniform
+  const int tile_begin = part_begin(a.g, bc.part), tile_end = part_begin(a.g, bc.part + 1);
+  const int ci_group = bc.group * p.in_per_group;
+  const int chunks = (p.in_per_group + a.ci_chunk - 1) / a.ci_chunk;
+  const int steps = (tile_end - tile_begin) * chunks;
+  const int taps = p.kernel_h * KW;
+  const int patch_floats = a.patch_rows * kPitch;
+  const int weight_floats = taps * kCoTile;
+  const int64_t in_plane = int64_t(p.in_h) * p.in_w;
+  const float* x_n = a.x + bc.n * p.in_channels * in_plane;
+  // The slot is addressed before the loop: a pointer stays in registers across it.
+  float* out = partial_slot(a.partials, a.g, bc.n, bc.part, p.out_channels,
+                            bc.group * p.out_per_group + bc.co_base + warp * kCo);
+
+  // Copy roles, fixed per thread so the copy loops carry no divisions: the x patch is filled
+  // kFillRows rows per pass with thread -> (row fill_row0, column fill_col); the weights with
+  // thread -> (channel w_co, taps w_tap0, w_tap0 + kTapStep, ...), since kThreads % kCoTile == 0.
+  constexpr int kFillRows = kThreads / kPitch;  // 12 rows per pass; the last 16 threads copy no x
+  constexpr int kTapStep = kThreads / kCoTile;  // 4
+  const int fill_col = tid % kPitch, fill_row0 = tid / kPitch;
+  const bool fills_x = fill_row0 < kFillRows;
+  const int w_co = tid % kCoTile, w_tap0 = tid / kCoTile;
+  const bool w_valid = w_co < co_count;  // channels past the group's end are zero-filled
+
+  // Copy the inputs of step `step` (tile step / chunks, chunk step % chunks) to shared memory.
+  auto load_step = [&](int step) {
+    const int tile = tile_begin + step / chunks, chunk = step % chunks;
+    const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
+    const int ih0 = th * kTileRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
+    const int iw = tw * kTileCols + p.padding_w - (KW - 1) + fill_col;
+    const bool col_inside = fills_x && iw >= 0 && iw < p.in_w;
+    const int ci0 = ci_group + chunk * a.ci_chunk;
+    const int nci = min(a.ci_chunk, ci_group + p.in_per_group - ci0);
+    float* xs = smem;
+    float* ws = xs + a.ci_chunk * patch_floats;
+    for (int cl = 0; cl < nci; ++cl) {
+      const float* x_c = x_n + int64_t(ci0 + cl) * in_plane;
+      float* xs_c = xs + cl * patch_floats + fill_col;
+      if (fills_x)
+        for (int row = fill_row0; row < a.patch_rows; row += kFillRows) {
+          const int ih = ih0 + row;
+          const bool inside = col_inside && ih >= 0 && ih < p.in_h;
+          xs_c[row * kPitch] = inside ? x_c[ih * p.in_w + iw] : 0.0f;
+        }
+      // shared [tap][co] <- global [co][tap]: a thread's 8 channels become two float4 reads
+      const float* w_c = a.weight + (int64_t(ci0 + cl) * p.out_per_group + bc.co_base + w_co) * taps;
+      float* ws_c = ws + cl * weight_floats + w_co;
+      for (int tap = w_tap0; tap < taps; tap += kTapStep)
+        ws_c[tap * kCoTile] = w_valid ? w_c[tap] : 0.0f;
+    }
+  };
+
+  float acc[kPix][kCo];
+  float pool[kCo];
+#pragma unroll
+  for (int c = 0; c < kCo; ++c) {
+    pool[c] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kPix; ++m) acc[m][c] = 0.0f;
+  }
+
+  for (int step = 0; step < steps; ++step) {
+    load_step(step);
+    __syncthreads();  // every thread's copies are in shared memory
+    const int chunk = step % chunks;
+    const int nci = min(a.ci_chunk, p.in_per_group - chunk * a.ci_chunk);
+    if (warp_active) {
+      const float* xs = smem;
+      const float* ws = xs + a.ci_chunk * patch_floats;
+      for (int cl = 0; cl < nci; ++cl) {
+        const float* x_thread = xs + cl * patch_floats + r * kPitch + t * kPix;
+        const float* w_warp = ws + cl * weight_floats + warp * kCo;
+        for (int jh = 0; jh < p.kernel_h; ++jh) {  // patch row r + jh*dh: tap kh = kernel_h-1-jh
+          const float* x_row = x_thread + jh * p.dilation_h * kPitch;
+          const float* w_row = w_warp + (p.kernel_h - 1 - jh) * KW * kCoTile;
+          float window[kWindow];
+#pragma unroll
+          for (int q = 0; q < kWindow / 4; ++q) {
+            const float4 v = *reinterpret_cast<const float4*>(x_row + 4 * q);
+            window[4 * q] = v.x;
+            window[4 * q + 1] = v.y;
+            window[4 * q + 2] = v.z;
+            window[4 * q + 3] = v.w;
+          }
+#pragma unroll
+          for (int kk = 0; kk < KW; ++kk) {  // window offset kk is tap kw = KW-1-kk
+            const float* w_tap = w_row + (KW - 1 - kk) * kCoTile;
+            const float4 w0 = *reinterpret_cast<const float4*>(w_tap);
+            const float4 w1 = *reinterpret_cast<const float4*>(w_tap + 4);
+            const float wv[kCo] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int m = 0; m < kPix; ++m)
+#pragma unroll
+              for (int c = 0; c < kCo; ++c) acc[m][c] = fmaf(window[m + kk], wv[c], acc[m][c]);
+          }
+        }
+      }
+    }
+    if (chunk == chunks - 1) {  // the tile is complete: pool its in-range pixels, start afresh
+      const int tile = tile_begin + step / chunks;
+      const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
+      const int oh = th * kTileRows + r, ow = tw * kTileCols + t * kPix;
+#pragma unroll
+      for (int m = 0; m < kPix; ++m) {
+        const bool inside = oh < p.out_h && ow + m < p.out_w;
+#pragma unroll
+        for (int c = 0; c < kCo; ++c) {
+          if (inside) pool[c] += acc[m][c];
+          acc[m][c] = 0.0f;
+        }
+      }
+    }
+    __syncthreads();  // the buffer just read is refilled by the next iteration's load_step
+  }
+
+  // Channel sums of the block: a shuffle tree per channel (fixed order), lane 0 writes.
+#pragma unroll
+  for (int c = 0; c < kCo; ++c) pool[c] = warp_allreduce_sum(pool[c]);
+  if (lane == 0 && warp_active) {
+#pragma unroll
+    for (int c = 0; c < kCo; ++c)
+      if (warp * kCo + c < co_count) out[c] = pool[c];
+  }
+}
+
+// ---- stage 08 kernels: end -----------------------------------------------------------------
+
+/// The launch plan of a problem: which kernel, how the work is split, how much shared memory.
+/// A pure function of the problem, so workspace_bytes, prepare and run always agree.
+struct Plan {
+  bool fast = false;  ///< the tiled kernel; else conv_pool_general
+  int kernel_w = 0, ci_chunk = 0, patch_rows = 0, tiles_w = 0;
+  size_t smem_bytes = 0;
+  FusedGrid g{};
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Plan make_plan(const Problem& pr) {
+  pr.validate();
+  Plan q;
+  const int64_t rows = kTileRows + (pr.kernel_size.h - 1) * pr.dilation.h;
+  const int64_t per_ci_bytes = int64_t(sizeof(float)) * (rows * kPitch + pr.kernel_size.h * pr.kernel_size.w * kCoTile);
+  q.fast = pr.stride.h == 1 && pr.stride.w == 1 && pr.dilation.w == 1 && pr.kernel_size.w <= kMaxKernelW &&
+           kBuffers * per_ci_bytes <= kSmemBudget;
+  if (!q.fast) {
+    q.g = general_grid(pr);
+    return q;
+  }
+  q.kernel_w = int(pr.kernel_size.w);
+  q.patch_rows = int(rows);
+  q.ci_chunk = int(std::min<int64_t>({kMaxCiChunk, pr.in_per_group(), kSmemBudget / (kBuffers * per_ci_bytes)}));
+  q.smem_bytes = size_t(kBuffers * q.ci_chunk) * size_t(per_ci_bytes);
+  q.tiles_w = int(ceil_div(pr.out_w(), kTileCols));
+  const int64_t units = ceil_div(pr.out_h(), kTileRows) * q.tiles_w;
+  const int64_t co_tiles = pr.groups * ceil_div(pr.out_per_group(), kCoTile);
+  // A block walks (its tiles) x (input-channel chunks) steps, counted in 32 bits.
+  const int64_t chunks = ceil_div(pr.in_per_group(), q.ci_chunk);
+  const int64_t min_parts = ceil_div(units * chunks, 2147483647 - chunks);
+  const int64_t parts = std::max(ceil_div(kTargetBlocks, pr.batch * co_tiles), min_parts);
+  q.g = make_fused_grid(pr, units, kCoTile, parts, "conv_pool_register_tile");
+  return q;
+}
+
+/// Workspace: the partial sums (N, parts, Cout) fp32: O(N * Cout * parts), 1 MiB at the
+/// KernelBench size; deterministic (each partial written once, summed in a fixed order).
+size_t workspace_bytes(const Problem& p) { return partials_bytes(p, make_plan(p).g.parts); }
+
+/// Calls f(kernel) with the tiled kernel for q.kernel_w (1..kMaxKernelW).
+template <typename F>
+void with_tiled_kernel(const Plan& q, F&& f) {
+  switch (q.kernel_w) {
+    case 1: f(conv_pool_register_tile<1>); break;
+    case 2: f(conv_pool_register_tile<2>); break;
+    case 3: f(conv_pool_register_tile<3>); break;
+    case 4: f(conv_pool_register_tile<4>); break;
+    case 5: f(conv_pool_register_tile<5>); break;
+    default: throw std::logic_error("stage 08: no tiled kernel for kernel_w " + std::to_string(q.kernel_w));
+  }
+}
+
+/// The descriptor's prepare hook, called once per problem before any run: above 48 KB of
+/// dynamic shared memory a kernel must opt in (cudaFuncSetAttribute, a host call kept out of the
+/// timed region). Throws CudaError if the device cannot give the plan's shared memory.
+void prepare(const Problem& p) {
+  const Plan q = make_plan(p);
+  if (!q.fast) return;  // the general kernel uses static shared memory only
+  with_tiled_kernel(q, [&](auto kernel) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(q.smem_bytes)));
+  });
+}
+
+/// Enqueues the stage; prepare(a.problem) must have run first (GpuSession::time_stage does),
+/// or the tiled kernel's launch fails for want of its shared memory above 48 KB.
+void run(const GpuStageArgs& a) {
+  const Problem& p = a.problem;
+  const Plan q = make_plan(p);
+  float* partials = static_cast<float*>(a.workspace);
+
+  a.marks.begin(Phase::Fused);
+  if (!q.fast) {
+    launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
+  } else {
+    const TiledArgs t{conv_params(p), a.in.x, a.in.weight, partials, q.g, q.tiles_w, q.ci_chunk, q.patch_rows};
+    with_tiled_kernel(q, [&](auto kernel) {
+      kernel<<<q.g.blocks, kThreads, q.smem_bytes, a.stream>>>(t);
+      CUDA_CHECK_LAUNCH("conv_pool_register_tile");
+    });
+  }
+
+  a.marks.begin(Phase::Epilogue);
+  launch_finish_pooled_logsumexp(p, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
+}
+
+}  // namespace
+
+LADDER_REGISTER_STAGE(d) {
+  d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};  // "vs previous": conv + pool, fused or not
+  d.idea = "register tiling: 8 pixels x 8 channels per thread, each shared-memory load feeds 8 FMAs";
+  d.workspace_bytes = workspace_bytes;
+  d.run_gpu = run;
+  d.prepare = prepare;     // cudaFuncSetAttribute, once per problem, outside the timed region
+  d.deterministic = true;  // partials written once, summed in a fixed order: no float atomics
+}
+
+}  // namespace ladder
