@@ -4,9 +4,10 @@
 # per kernel) plus the raw .ncu-rep under $OUT (or profiles/raw/, not committed).
 # The stages are those of BUILD/stages.tsv (written by cmake/Stages.cmake); a GPU stage without
 # an entry in kernel_filter below stops the script before anything is profiled.
-# Usage: scripts/capture_profiles.sh [--check] [BUILD_DIR]   (needs ncu on PATH and a GPU, and a
-#   build configured with -DLADDER_LINEINFO=ON so the counters map to source lines)
+# Usage: scripts/capture_profiles.sh [--check] [BUILD_DIR] [STAGES]   (needs ncu on PATH and a GPU,
+#   and a build configured with -DLADDER_LINEINFO=ON so the counters map to source lines)
 #   --check  only verify that every GPU stage of the list has an entry (no ncu, no GPU needed)
+#   STAGES   comma-separated stage numbers to capture (default: every GPU stage of the list)
 # A relative BUILD_DIR is taken from the repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,7 @@ if [ "${1:-}" = "--check" ]; then
   shift
 fi
 build=${1:-build}
+only=${2:-}
 list="$build/stages.tsv"
 if [ ! -f "$list" ]; then
   echo "error: no stage list $list: configure the build with CMake first (cmake/Stages.cmake writes it)" >&2
@@ -34,7 +36,20 @@ kernel_filter() {
   esac
 }
 
-folders=() filters=()
+# Problem options per stage: the two slowest rungs (the naive gather fused, about 0.9 s a launch
+# at the KernelBench size, and one output per thread from shared memory, about 0.2 s) would take
+# tens of minutes under the dozens of replay passes a capture needs, so they are captured at
+# batch 1: the same kernel and per-block work, 16 times fewer blocks. Their per-instruction
+# ratios (FFMA share, sectors per request, bank conflicts, stall reasons) do not depend on the
+# batch; totals (bytes, instructions) are per sample. The header of the file records the command.
+problem_args() {
+  case $1 in
+    fused_gather | shared_memory_tiling) echo "--batch 1" ;;
+    *) echo "" ;;
+  esac
+}
+
+folders=() filters=() names=()
 missing=0
 while IFS=$'\t' read -r id folder name kind _rest; do
   case $id in '' | '#'*) continue ;; esac
@@ -47,7 +62,8 @@ while IFS=$'\t' read -r id folder name kind _rest; do
     missing=$((missing + 1))
     continue
   fi
-  folders+=("$folder") filters+=("$filter")
+  if [ -n "$only" ] && [[ ",$only," != *",$id,"* ]]; then continue; fi
+  folders+=("$folder") filters+=("$filter") names+=("$name")
 done <"$list"
 if [ "$missing" -gt 0 ]; then
   exit 1
@@ -92,7 +108,8 @@ for i in "${!folders[@]}"; do
   name=${folders[$i]} filter=${filters[$i]}
   exe="$build/stage_$name"
   echo "profiling $name" >&2
-  cmd=("$exe" --reps 1 --warmup 0 --no-cub -q)
+  read -ra extra <<<"$(problem_args "${names[$i]}")"
+  cmd=("$exe" ${extra[@]+"${extra[@]}"} --reps 1 --warmup 0 --no-cub -q)
   # Skip the ladder's streaming-read floor kernel: it is not the stage's.
   ncu "${sections[@]}" "${controls[@]}" --kernel-name "$filter" --kernel-name-base function \
       -f -o "$raw/$name" "${cmd[@]}" > "$raw/$name.log" 2>&1 || { tail -20 "$raw/$name.log"; exit 1; }
