@@ -6,6 +6,8 @@
 #include <tuple>
 #include <utility>
 
+#include "tap_range.hpp"
+
 namespace ladder {
 
 Problem Problem::kernelbench() { return Problem{}; }
@@ -164,13 +166,9 @@ int64_t Problem::out_w() const {
 
 InputRange valid_input_range(int64_t in, int64_t out, int64_t stride, int64_t padding,
                              int64_t dilation, int64_t k) {
-  // ih*stride >= padding - k*dilation  and  ih*stride < out + padding - k*dilation
-  const int64_t lo_num = padding - k * dilation;
-  const int64_t hi_num = out + padding - k * dilation;  // exclusive
-  auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-  const int64_t lo = std::max<int64_t>(0, ceil_div(lo_num, stride));
-  const int64_t hi = std::min<int64_t>(in, ceil_div(hi_num, stride));  // first ih out of range
-  return hi > lo ? InputRange{lo, hi} : InputRange{0, 0};  // empty: keep indices in [0, in]
+  // The formula the device code instantiates too (common/tap_range.hpp).
+  const TapRange<int64_t> r = tap_range<int64_t>(in, out, stride, padding, dilation, k);
+  return InputRange{r.lo, r.hi};
 }
 
 double Problem::conv_macs() const {

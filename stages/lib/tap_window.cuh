@@ -16,27 +16,20 @@
 
 #include "conv_params.hpp"
 #include "problem.hpp"
+#include "tap_range.hpp"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.
 namespace {
 
 /// Input rows [lo, hi) whose tap k lands in the output: 0 <= ih*stride - padding + k*dilation
-/// < out. valid_input_range (common/problem.cpp, the oracle's) in 32-bit arithmetic, for the
-/// device, where a 64-bit division is a subroutine call. Problem::validate bounds
-/// out + padding + dilation*(kernel - 1) + stride below 2^31 - 1, so nothing here overflows;
-/// taps_have_border checks that the two functions agree. Empty ranges are {0, 0}.
-struct Span {
-  int lo, hi;
-};
+/// < out. The oracle's formula (common/tap_range.hpp, which valid_input_range instantiates in
+/// int64_t) in 32-bit arithmetic, for the device, where a 64-bit division is a subroutine call.
+/// Problem::validate bounds out + padding + dilation*(kernel - 1) + stride below 2^31 - 1, so
+/// nothing overflows; taps_have_border checks the narrowing on every tap. Empty ranges are {0, 0}.
+using Span = TapRange<int>;
 __host__ __device__ inline Span tap_span(int in, int out, int stride, int padding, int dilation, int k) {
-  auto ceil_div = [](int a, int b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-  const int lo_num = padding - k * dilation;
-  const int hi_num = out + padding - k * dilation;  // exclusive
-  int lo = ceil_div(lo_num, stride), hi = ceil_div(hi_num, stride);
-  lo = lo < 0 ? 0 : lo;
-  hi = hi > in ? in : hi;
-  return hi > lo ? Span{lo, hi} : Span{0, 0};
+  return tap_range<int>(in, out, stride, padding, dilation, k);
 }
 
 /// Rows [r0, r1) x columns [c0, c1) of a plane; empty when either side is.
