@@ -59,51 +59,14 @@ struct Workspace {
   double* contrib;   // (N*Cin, Cout/g) sum_taps w*R of plane (n, ci) for each co of its group
 };
 
-/// Sum of v over the block, returned to every thread. Fixed tree, so the result is the same on
-/// every run. All threads must call it (it has two barriers).
-__device__ inline float block_sum(float v, float* scratch) {
-  v = warp_allreduce_sum(v);
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) total += scratch[w];
-  __syncthreads();  // scratch may be reused at once
-  return total;
-}
-
-/// This thread's share of the sum of src[0, len): 16-byte loads for the aligned body, kUnroll of
-/// them issued before any is used (whole tiles), then the rest one at a time; head and tail
-/// (< 4 floats each) by the first threads. The whole-tile loop has no predicates, so the
-/// compiler keeps all kUnroll loads in flight instead of consuming each one before the next.
-__device__ inline float chunk_partial(const float* __restrict__ src, int len) {
-  const ChunkSplit s = split_chunk(reinterpret_cast<uintptr_t>(src), len);
-  float acc = 0.0f;
-  if (int(threadIdx.x) < s.head) acc += __ldg(src + threadIdx.x);
-  if (int(threadIdx.x) < len - s.tail_begin) acc += __ldg(src + s.tail_begin + threadIdx.x);
-  const float4* body = reinterpret_cast<const float4*>(src + s.head);
-  int i = threadIdx.x;
-  for (; i + (kUnroll - 1) * kBlock < s.body4; i += kUnroll * kBlock) {
-    float4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldg(body + i + u * kBlock);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc += (v[u].x + v[u].y) + (v[u].z + v[u].w);
-  }
-  for (; i < s.body4; i += kBlock) {
-    const float4 v = __ldg(body + i);
-    acc += (v.x + v.y) + (v.z + v.w);
-  }
-  return acc;
-}
-
 /// Pool: the sum of one chunk of one plane of x, returned to every thread of the block.
 __device__ inline float chunk_sum_of(const Params& p, const float* __restrict__ x, int plane, int chunk,
                                      float* scratch) {
   const int64_t begin = int64_t(chunk) * p.chunk_elems;
   const int64_t left = p.plane_elems - begin;
   const int len = int(left < p.chunk_elems ? left : p.chunk_elems);
-  return block_sum(chunk_partial(x + int64_t(plane) * p.plane_elems + begin, len), scratch);
+  const float mine = chunk_partial_sum<kBlock, kUnroll>(x + int64_t(plane) * p.plane_elems + begin, len);
+  return block_allreduce_sum<kBlock>(mine, scratch);
 }
 
 /// Conv, for one (n, ci) plane with sum S, by one block: R for every tap (lib/tap_window.cuh;
@@ -115,7 +78,7 @@ __device__ inline void contract_plane(const Params& p, const float* __restrict__
   const ConvParams& c = p.conv;
   float* R = ws.tap_sum + int64_t(plane) * p.taps;
   plane_tap_sums(c, p.has_border, x + int64_t(plane) * p.plane_elems, S, R,
-                 [&](float v) { return block_sum(v, scratch); });
+                 [&](float v) { return block_allreduce_sum<kBlock>(v, scratch); });
   __syncthreads();  // R (global, written by this block) is visible to the whole block
 
   const int ci = plane % c.in_channels;
@@ -175,14 +138,15 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 /// Conv, per plane. weight (Cin, Cout/g, kH, kW) fp32. Grid: one block of kBlock threads per
-/// plane = n*Cin + ci. S is the chunk sums added in block_sum's fixed tree (thread t takes
+/// plane = n*Cin + ci. S is the chunk sums added in block_allreduce_sum's fixed tree (lib/warp_reduce.cuh) (thread t takes
 /// chunk t); writes the plane's R (tap_sum) and its Cout/g slots (contrib).
 __global__ void __launch_bounds__(kBlock)
     plane_contract(Params p, const float* __restrict__ x, const float* __restrict__ weight, Workspace ws) {
   __shared__ float scratch[kWarps];
   const int plane = int(blockIdx.x);
   const float* sums = ws.chunk_sum + int64_t(plane) * p.chunks_per_plane;
-  const float S = block_sum(int(threadIdx.x) < p.chunks_per_plane ? sums[threadIdx.x] : 0.0f, scratch);
+  const float chunk = int(threadIdx.x) < p.chunks_per_plane ? sums[threadIdx.x] : 0.0f;
+  const float S = block_allreduce_sum<kBlock>(chunk, scratch);
   contract_plane(p, x, weight, plane, S, ws, scratch);
 }
 

@@ -31,5 +31,22 @@ __device__ __forceinline__ void warp_allreduce_lse(float& max_value, float& sum)
   }
 }
 
+/// The sum of v over a block of kBlockThreads threads, returned to every thread: shuffles within
+/// each warp, one slot per warp in `scratch` (kBlockThreads/32 floats of shared memory), the
+/// slots added in warp order. A fixed tree, so the result is the same bits on every run. Every
+/// thread must call it (two barriers; the second lets the caller reuse scratch at once).
+template <int kBlockThreads>
+__device__ inline float block_allreduce_sum(float v, float* scratch) {
+  static_assert(kBlockThreads % 32 == 0, "whole warps");
+  v = warp_allreduce_sum(v);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kBlockThreads / 32; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
 }  // namespace
 }  // namespace ladder
