@@ -118,32 +118,37 @@ GpuSession::GpuSession(const Problem& p)
   init_timing();
 }
 
-void GpuSession::init_timing() {
+L2Flush::L2Flush() {
   int dev = 0, l2 = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   // Writing twice the L2 size evicts whatever a previous repetition left there.
-  l2_flush_ = DeviceBuffer<unsigned char>(size_t(2) * size_t(l2), "L2 flush buffer");
-  CUDA_CHECK(cudaStreamCreate(&stream_));
-  // Planned once (occupancy queries are host calls), enqueued by every flush_l2().
-  const int64_t n = int64_t(l2_flush_.bytes() / sizeof(float));
+  buffer_ = DeviceBuffer<unsigned char>(size_t(2) * size_t(l2), "L2 flush buffer");
+  // Planned once (occupancy queries are host calls), enqueued by every flush.
+  const int64_t n = int64_t(buffer_.bytes() / sizeof(float));
   const StreamingReadLaunch read = plan_streaming_read(n);
-  flush_read_ = [this, read, n] {
-    read(reinterpret_cast<const float*>(l2_flush_.get()), n, reinterpret_cast<float*>(l2_flush_.get()), stream_);
-  };
+  float* data = reinterpret_cast<float*>(buffer_.get());
+  read_ = [read, n, data](cudaStream_t stream) { read(data, n, data, stream); };
+}
+
+void L2Flush::operator()(cudaStream_t stream) const {
+  CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, buffer_.bytes(), stream));
+  // The memset leaves L2 full of dirty lines; their write-back would otherwise overlap the next
+  // timed kernel (measured: the floor read 4,412-4,418 GB/s after a memset alone, 4,561-4,567
+  // GB/s after this read; results/floor_sweep_h200.txt). Reading the buffer back leaves clean lines.
+  read_(stream);
+}
+
+void GpuSession::init_timing() {
+  l2_flush_ = std::make_unique<L2Flush>();
+  CUDA_CHECK(cudaStreamCreate(&stream_));
 }
 
 GpuSession::~GpuSession() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-void GpuSession::flush_l2() {
-  CUDA_CHECK(cudaMemsetAsync(l2_flush_.get(), 0, l2_flush_.bytes(), stream_));
-  // The memset leaves L2 full of dirty lines; their write-back would otherwise overlap the next
-  // timed kernel (measured: the floor read 4,412-4,418 GB/s after a memset alone, 4,561-4,567
-  // GB/s after this read; results/floor_sweep_h200.txt). Reading the buffer back leaves clean lines.
-  flush_read_();
-}
+void GpuSession::flush_l2() { (*l2_flush_)(stream_); }
 
 double GpuSession::time_streaming_read(int warmup, int reps, bool flush) {
   return time_streaming_read(x_.get(), int64_t(x_.size()), warmup, reps, flush);

@@ -31,6 +31,21 @@ struct GpuTiming {
   std::vector<double> y;
 };
 
+/// Empties L2 before a timed launch: a memset of a device buffer twice the L2's size, then a
+/// streaming read of that buffer, so that the next launch finds neither its own data nor dirty
+/// lines waiting to be written back in L2 (GpuSession flushes this way; so does grader/).
+class L2Flush {
+ public:
+  /// Allocates the buffer for the current device's L2 (throws DeviceMemoryError) and plans its read.
+  L2Flush();
+  /// Enqueues the flush on `stream`; throws CudaError.
+  void operator()(cudaStream_t stream) const;
+
+ private:
+  DeviceBuffer<unsigned char> buffer_;
+  std::function<void(cudaStream_t)> read_;  ///< the planned read-back (streaming_read.cuh)
+};
+
 /// Called after each repetition with (done, total) for progress output.
 using Progress = std::function<void(int done, int total)>;
 
@@ -84,7 +99,7 @@ class GpuSession {
                       bool flush_l2, const Progress& progress = {});
 
  private:
-  void init_timing();  ///< the L2 flush buffer, its read-back and the stream (both constructors)
+  void init_timing();  ///< the L2 flush and the stream (both constructors)
   /// The workspace of `stage` (`ws_bytes`, named `what` in errors), zeroed once if the stage is
   /// self-resetting, and the stage's prepare hook run: what time_stage and time_pool do first.
   DeviceBuffer<unsigned char> prepare_stage(const StageDescriptor& stage, size_t ws_bytes, const std::string& what);
@@ -98,8 +113,7 @@ class GpuSession {
   Spread last_launch_spread_;
   const Problem problem_;
   DeviceBuffer<float> x_, weight_, conv_bias_, bias_, pooled_, y_;
-  DeviceBuffer<unsigned char> l2_flush_;
-  std::function<void()> flush_read_;  ///< reads l2_flush_ back after its memset (flush_l2)
+  std::unique_ptr<L2Flush> l2_flush_;
   cudaStream_t stream_ = nullptr;
 };
 

@@ -2,32 +2,15 @@
 // compiled once (the object library ladder_main), linked with each program's generated registry.
 // With no arguments: the KernelBench problem through every stage this program has.
 #include <CLI/CLI.hpp>
-#include <cstdint>
 #include <iostream>
-#include <limits>
 
 #include "pool_only.hpp"
+#include "problem_options.hpp"
 #include "runner.hpp"
 
 namespace {
 
-// A spatial option that takes one value (both axes) or two (height width), like PyTorch.
-void add_pair_option(CLI::App& app, const std::string& name, ladder::Pair& target, const std::string& help) {
-  app.add_option_function<std::vector<int64_t>>(
-         name,
-         [&target, name](const std::vector<int64_t>& v) {
-           target = v.size() == 1 ? ladder::Pair::square(v[0]) : ladder::Pair{v[0], v[1]};
-         },
-         help + " (one value for both axes, or two: height width)")
-      ->expected(1, 2)
-      ->type_name("N [N]");
-}
-
-// Values >= lo: "POSITIVE" or "NONNEGATIVE" in --help, the range in the error message.
-template <typename T>
-CLI::Validator at_least(T lo) {
-  return CLI::Range(lo, std::numeric_limits<T>::max()).description(lo > 0 ? "POSITIVE" : "NONNEGATIVE");
-}
+using ladder::at_least;
 
 // "00 cpu_reference, 01 per_thread_loop, ...": the stages this program has (with a pool phase of
 // their own only, if `pool_phase`).
@@ -41,11 +24,9 @@ std::string stage_list(bool pool_phase = false) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ladder::Problem p = ladder::Problem::kernelbench();
+  ladder::ProblemOptions problem_opt;
   ladder::LadderOptions opt;
-  std::string distribution;
-  bool v1 = false, quiet = false, no_flush = false;
-  std::vector<int64_t> size;
+  bool quiet = false, no_flush = false;
 
   CLI::App app{"Runs the stages of the ConvTranspose2d -> pool -> log-sum-exp ladder on one problem,\n"
                "checks them against the fp64 oracle, and times them against a streaming read of x.\n"
@@ -56,31 +37,7 @@ int main(int argc, char** argv) {
              "unreadable --inputs).\n"
              "Results record the source tree's git commit; when running from a copy without .git, set\n"
              "LADDER_GIT_COMMIT (and LADDER_GIT_DIRTY=yes|no) in the environment.");
-  app.add_flag("--kernelbench-v1", v1, "first published KernelBench sizes: batch 128, 3 -> 16, 32x32, randn x");
-  app.add_option("--batch", p.batch, "batch size N")->check(at_least(int64_t(1)))->capture_default_str();
-  app.add_option("--in-channels", p.in_channels, "in_channels (divisible by --groups)")->capture_default_str();
-  app.add_option("--out-channels", p.out_channels, "out_channels (divisible by --groups)")->capture_default_str();
-  app.add_option("--size", size, "input height and width: one value for a square input, or two: H W")
-      ->expected(1, 2)
-      ->type_name("H [W]");
-  add_pair_option(app, "--kernel-size", p.kernel_size, "kernel_size, default 3");
-  add_pair_option(app, "--stride", p.stride, "stride, default 1");
-  add_pair_option(app, "--padding", p.padding, "padding, default 0");
-  add_pair_option(app, "--output-padding", p.output_padding, "output_padding, default 0; below stride or dilation");
-  add_pair_option(app, "--dilation", p.dilation, "dilation, default 1");
-  app.add_option("--groups", p.groups, "groups")->capture_default_str();
-  app.add_option("--scale", p.scale, "final multiplier, applied after the log-sum-exp (10 in KernelBench)")
-      ->capture_default_str();
-  app.add_option("--bias-scale", p.bias_scale,
-                 "multiplies the drawn bias (1 in KernelBench); large values overflow exp in a log-sum-exp "
-                 "that does not subtract the max")
-      ->capture_default_str();
-  app.add_option("--distribution", distribution,
-                 "x distribution: uniform (torch.rand; the default), normal (torch.randn; the default with "
-                 "--kernelbench-v1), structured, exact (small integers: every sum is exact and stages are held "
-                 "to a near-zero tolerance)")
-      ->check(CLI::IsMember({"uniform", "normal", "structured", "exact"}));
-  app.add_option("--seed", p.seed, "seed of the input generator")->capture_default_str();
+  ladder::add_problem_options(app, problem_opt);
   app.add_option("--stages", opt.stage_ids, "comma-separated stages to run, by number or name (default: all): " +
                                                 stage_list())
       ->delimiter(',')
@@ -117,17 +74,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;  // --help exits 0; a bad option 2, as documented
   }
 
-  if (v1) {
-    const ladder::Problem base = ladder::Problem::kernelbench_v1();
-    // The preset supplies sizes and distribution; explicit options given with it still win.
-    if (!app.count("--batch")) p.batch = base.batch;
-    if (!app.count("--in-channels")) p.in_channels = base.in_channels;
-    if (!app.count("--out-channels")) p.out_channels = base.out_channels;
-    if (size.empty()) p.in_h = base.in_h, p.in_w = base.in_w;
-    if (distribution.empty()) p.distribution = base.distribution;
-  }
-  if (!size.empty()) p.in_h = size[0], p.in_w = size.size() == 2 ? size[1] : size[0];
-  if (!distribution.empty()) p.distribution = ladder::distribution_from_string(distribution);
+  const ladder::Problem p = ladder::problem_from_options(app, problem_opt);
   opt.flush_l2 = !no_flush;
   opt.progress = !quiet;
   opt.cub_baseline = !no_cub;

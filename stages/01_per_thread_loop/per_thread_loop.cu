@@ -6,6 +6,7 @@
 #include "lib/bias_logsumexp_per_thread.cuh"
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/register_stage.hpp"
+#include "lib/todo.cuh"
 
 namespace ladder {
 namespace {
@@ -16,12 +17,15 @@ namespace {
 /// One thread per plane, sequential fp32 sum.
 __global__ void pool_per_thread(const float* __restrict__ conv_out, int64_t planes,
                                 int64_t plane_size, float* __restrict__ pooled) {
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("pool_per_thread: thread `plane` (one per (n, co) plane, planes of them) adds the plane_size values of its plane of conv_out and writes their mean to pooled[plane]");
   const int64_t plane = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (plane >= planes) return;
   const float* src = conv_out + plane * plane_size;
   float sum = 0.0f;
   for (int64_t j = 0; j < plane_size; ++j) sum += src[j];
   pooled[plane] = sum / float(plane_size);
+  // END SOLUTION
 }
 
 // ---- stage 01 kernels: end -----------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/plane_sums.cuh"
 #include "lib/register_stage.hpp"
+#include "lib/todo.cuh"
 #include "logsumexp.hpp"
 
 namespace ladder {
@@ -24,9 +25,12 @@ namespace {
 /// into one address: the L2 serializes those atomics.
 __global__ void pool_atomic_per_element(const float* __restrict__ conv_out, int64_t total,
                                         int64_t plane_size, float* __restrict__ sums) {
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("pool_atomic_per_element: thread idx (one per convT element, total of them) adds conv_out[idx] into the sum of its plane, sums[idx / plane_size], with one atomicAdd");
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= total) return;
   atomicAdd(&sums[idx / plane_size], conv_out[idx]);  // result unused: compiles to RED
+  // END SOLUTION
 }
 
 // ---- stage 02 kernels: end -----------------------------------------------------------------

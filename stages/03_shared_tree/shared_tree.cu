@@ -14,6 +14,7 @@
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/plane_sums.cuh"
 #include "lib/register_stage.hpp"
+#include "lib/todo.cuh"
 #include "logsumexp.hpp"
 
 namespace ladder {
@@ -56,11 +57,15 @@ static_assert(LADDER_TREE_ADDRESSING >= 1 && LADDER_TREE_ADDRESSING <= 3,
 ///  - Shared memory holds one float per thread (sized by the block, never by the problem).
 __global__ void pool_shared_tree(const float* __restrict__ conv_out, int plane_size,
                                  unsigned chunks_per_plane, float* __restrict__ sums) {
-  __shared__ float sh[kBlock];
   const unsigned tid = threadIdx.x;
   const unsigned plane = blockIdx.x / chunks_per_plane;
   const unsigned chunk = blockIdx.x - plane * chunks_per_plane;
   const float* src = conv_out + int64_t(plane) * plane_size;
+
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("pool_shared_tree: this block reduces chunk `chunk` (kChunk elements) of plane `plane`, which starts at src: each thread loads kLoadsPerThread elements, kBlock apart, and adds them; the block halves its kBlock partial sums level by level in shared memory (sequential addressing, a barrier between levels); thread 0 adds the block's sum into sums[plane] with one atomicAdd");
+  // STUB: ladder_unused(tid, src, chunk, plane_size, sums);
+  __shared__ float sh[kBlock];
 
   // First add during load: all kLoadsPerThread loads are issued before the first add, so
   // they are in flight together. Indices inside a plane fit in 32 bits; unsigned, because the
@@ -96,6 +101,7 @@ __global__ void pool_shared_tree(const float* __restrict__ conv_out, int plane_s
   }
 #endif
   if (tid == 0) atomicAdd(&sums[plane], sh[0]);  // one atomic per block
+  // END SOLUTION
 }
 
 // ---- stage 03 kernels: end -----------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/plane_sums.cuh"
 #include "lib/register_stage.hpp"
+#include "lib/todo.cuh"
 
 namespace ladder {
 namespace {
@@ -32,9 +33,14 @@ static_assert(kBlock % kWarp == 0 && kBlock / kWarp <= kWarp, "one warp reduces 
 /// Five shuffle steps (offsets 16, 8, 4, 2, 1): lane i adds lane i + offset's value, read
 /// straight from its register. All in registers: no shared memory and no barrier.
 __device__ __forceinline__ float warp_sum(float v) {
+  // BEGIN SOLUTION 04
+  // STUB: ladder_todo("warp_sum: add v over the 32 lanes of the warp with __shfl_down_sync (offsets 16, 8, 4, 2, 1) and return the sum in lane 0");
+  // STUB: ladder_unused(kFullMask);
+  // STUB: return v;
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_down_sync(kFullMask, v, offset);
   return v;
+  // END SOLUTION
 }
 
 /// sums[plane] += sum of conv_out[plane, chunk*kChunk .. +kChunk) for every (plane, chunk).
@@ -47,13 +53,16 @@ __device__ __forceinline__ float warp_sum(float v) {
 /// five shuffles, and one barrier hands the 8 warp sums to warp 0.
 __global__ void pool_warp_shuffle(const float* __restrict__ conv_out, int plane_size,
                                   unsigned chunks_per_plane, float* __restrict__ sums) {
-  __shared__ float warp_sums[kBlock / kWarp];
-  const int tid = int(threadIdx.x), lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
+  const int tid = int(threadIdx.x);
   const unsigned plane = blockIdx.x / chunks_per_plane;
   const unsigned chunk = blockIdx.x - plane * chunks_per_plane;
   const float* src = conv_out + int64_t(plane) * plane_size;
 
   // First add during load, as in stage 03.
+  // BEGIN SOLUTION 03
+  // STUB: ladder_todo("the loads, as in stage 03: each thread loads kLoadsPerThread elements of its block's chunk, kBlock apart, and adds them into acc");
+  // STUB: float acc = 0.0f;
+  // STUB: ladder_unused(tid, src, chunk, plane_size);
   const unsigned begin = chunk * unsigned(kChunk) + unsigned(tid);
   const float* mine = src + begin;  // element k of this thread is mine[k * kBlock]
   float loaded[kLoadsPerThread];
@@ -63,8 +72,14 @@ __global__ void pool_warp_shuffle(const float* __restrict__ conv_out, int plane_
   float acc = 0.0f;
 #pragma unroll
   for (int k = 0; k < kLoadsPerThread; ++k) acc += loaded[k];
+  // END SOLUTION
 
   // Block reduce: shuffles inside each warp, one shared slot per warp, shuffles in warp 0.
+  // BEGIN SOLUTION 04
+  // STUB: ladder_todo("the block's sum: each warp adds its 32 values of acc with warp_sum, lane 0 of every warp puts the warp's sum in shared memory, and after a barrier warp 0 adds those kBlock / kWarp sums with warp_sum again; lane 0 then adds the block's sum into sums[plane] with one atomicAdd");
+  // STUB: ladder_unused(warp_sum(acc), plane, sums);
+  __shared__ float warp_sums[kBlock / kWarp];
+  const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
   acc = warp_sum(acc);
   if (lane == 0) warp_sums[warp] = acc;
   __syncthreads();
@@ -73,6 +88,7 @@ __global__ void pool_warp_shuffle(const float* __restrict__ conv_out, int plane_
     acc = warp_sum(acc);
     if (lane == 0) atomicAdd(&sums[plane], acc);  // one atomic per block
   }
+  // END SOLUTION
 }
 
 // ---- stage 04 kernels: end -----------------------------------------------------------------

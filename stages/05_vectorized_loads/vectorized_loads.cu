@@ -16,6 +16,7 @@
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/plane_sums.cuh"
 #include "lib/register_stage.hpp"
+#include "lib/todo.cuh"
 
 namespace ladder {
 namespace {
@@ -34,9 +35,14 @@ static_assert(kBlock % kWarp == 0 && kBlock / kWarp <= kWarp, "one warp reduces 
 /// Five shuffle steps (offsets 16, 8, 4, 2, 1): lane i adds lane i + offset's value, read
 /// straight from its register. All in registers: no shared memory and no barrier.
 __device__ __forceinline__ float warp_sum(float v) {
+  // BEGIN SOLUTION 04
+  // STUB: ladder_todo("warp_sum: add v over the 32 lanes of the warp with __shfl_down_sync (offsets 16, 8, 4, 2, 1) and return the sum in lane 0");
+  // STUB: ladder_unused(kFullMask);
+  // STUB: return v;
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_down_sync(kFullMask, v, offset);
   return v;
+  // END SOLUTION
 }
 
 /// sums[plane] += sum of one chunk of plane `plane` of conv_out, for every (plane, chunk).
@@ -57,12 +63,15 @@ __device__ __forceinline__ float warp_sum(float v) {
 ///    an eighth of the blocks, block sums and atomics that stage 04 needs.
 __global__ void pool_vectorized(const float* __restrict__ conv_out, int plane_size,
                                   unsigned chunks_per_plane, float* __restrict__ sums) {
-  __shared__ float warp_sums[kBlock / kWarp];
-  const int tid = int(threadIdx.x), lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
+  const int tid = int(threadIdx.x);
   const unsigned plane = blockIdx.x / chunks_per_plane;
   const int chunk = int(blockIdx.x - plane * chunks_per_plane);
   const float* src = conv_out + int64_t(plane) * plane_size;
 
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("pool_vectorized's loads: split the plane at src into a scalar head, aligned float4s and a scalar tail (split_chunk in lib/aligned_split.cuh); block chunk reads float4s [chunk * kChunk4, +kChunk4) of the body in a grid-stride loop, kUnroll 16-byte loads issued before their adds, and chunk 0 also adds the head and tail; everything goes into acc");
+  // STUB: float acc = 0.0f;
+  // STUB: ladder_unused(tid, chunk, src, plane_size);
   // Split the plane by the address (lib/aligned_split.cuh), so any base offset works (src is at
   // least 4-byte aligned).
   const ChunkSplit split = split_chunk(reinterpret_cast<uintptr_t>(src), plane_size);
@@ -89,8 +98,14 @@ __global__ void pool_vectorized(const float* __restrict__ conv_out, int plane_si
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) acc += (v[u].x + v[u].y) + (v[u].z + v[u].w);
   }
+  // END SOLUTION
 
   // Block reduce: shuffles inside each warp, one shared slot per warp, shuffles in warp 0.
+  // BEGIN SOLUTION 04
+  // STUB: ladder_todo("the block's sum: each warp adds its 32 values of acc with warp_sum, lane 0 of every warp puts the warp's sum in shared memory, and after a barrier warp 0 adds those kBlock / kWarp sums with warp_sum again; lane 0 then adds the block's sum into sums[plane] with one atomicAdd");
+  // STUB: ladder_unused(warp_sum(acc), plane, sums);
+  __shared__ float warp_sums[kBlock / kWarp];
+  const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
   acc = warp_sum(acc);
   if (lane == 0) warp_sums[warp] = acc;
   __syncthreads();
@@ -99,6 +114,7 @@ __global__ void pool_vectorized(const float* __restrict__ conv_out, int plane_si
     acc = warp_sum(acc);
     if (lane == 0) atomicAdd(&sums[plane], acc);  // one atomic per block
   }
+  // END SOLUTION
 }
 
 // ---- stage 05 kernels: end -----------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include "cuda_check.hpp"
 #include "logsumexp.hpp"
 #include "stage.hpp"
+#include "lib/todo.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.
@@ -15,6 +16,8 @@ namespace {
 __global__ void bias_logsumexp_per_thread(const float* __restrict__ pooled,
                                           const float* __restrict__ bias, int64_t batch,
                                           int64_t channels, float scale, float* __restrict__ y) {
+  // BEGIN SOLUTION 01
+  // STUB: ladder_todo("bias_logsumexp_per_thread: thread n (one per sample) writes y[n] = scale * log(sum over c of exp(pooled[n, c] + bias[c])), subtracting the max first (lse_shift in common/logsumexp.hpp) so that exp cannot overflow");
   const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= batch) return;
   const float* z = pooled + n * channels;
@@ -24,6 +27,7 @@ __global__ void bias_logsumexp_per_thread(const float* __restrict__ pooled,
   float sum = 0.0f;  // a NaN z makes this NaN even though fmaxf skipped it
   for (int64_t c = 0; c < channels; ++c) sum += expf(z[c] + bias[c] - shift);
   y[n] = scale * (logf(sum) + shift);
+  // END SOLUTION
 }
 
 /// Launches bias_logsumexp_per_thread over the batch on `stream`; throws CudaError on failure.

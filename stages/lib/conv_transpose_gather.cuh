@@ -5,6 +5,7 @@
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
 #include "stage.hpp"
+#include "lib/todo.cuh"
 
 namespace ladder {
 // Internal linkage: every stage that includes this header compiles its own copy of the kernel,
@@ -20,6 +21,9 @@ namespace {
 __device__ __forceinline__ float gather_output(const ConvParams& p, const float* __restrict__ x,
                                                const float* __restrict__ weight, int64_t n, int co,
                                                int oh, int ow, float acc) {
+  // BEGIN SOLUTION 01
+  // STUB: ladder_todo("gather_output: add to acc the products x[n, ci, ih, iw] * weight[ci, co mod out_per_group, kh, kw] over the input channels of co's group and the taps (kh, kw) whose (oh + padding - k*dilation) / stride is exact and inside the input (docs/problem.md, the gather form)");
+  // STUB: return acc;
   const int group = co / p.out_per_group, co_in_group = co % p.out_per_group;
   for (int ci = group * p.in_per_group; ci < (group + 1) * p.in_per_group; ++ci) {
     const float* x_plane = x + (n * p.in_channels + ci) * p.in_h * p.in_w;
@@ -39,6 +43,7 @@ __device__ __forceinline__ float gather_output(const ConvParams& p, const float*
     }
   }
   return acc;
+  // END SOLUTION
 }
 
 /// out[n,co,oh,ow] = gather_output(n, co, oh, ow) started from cb[co]: one thread per output

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "logsumexp.hpp"
+#include "lib/todo.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.
@@ -14,21 +15,29 @@ namespace {
 /// The sum of v over the 32 lanes of the warp, returned to every lane. Registers only: no shared
 /// memory, no barrier.
 __device__ __forceinline__ float warp_allreduce_sum(float v) {
+  // BEGIN SOLUTION 04
+  // STUB: ladder_todo("warp_allreduce_sum: a butterfly of __shfl_xor_sync (offsets 16, 8, 4, 2, 1) that leaves the warp's sum of v in every lane");
+  // STUB: return v;
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
+  // END SOLUTION
 }
 
 /// Merges the online log-sum-exp pairs (max_value, sum) of the 32 lanes (lse_merge, which keeps
 /// torch.logsumexp's max shift and inf/NaN rules); every lane ends with the warp's pair, which
 /// lse_finish turns into the log-sum-exp.
 __device__ __forceinline__ void warp_allreduce_lse(float& max_value, float& sum) {
+  // BEGIN SOLUTION 04
+  // STUB: ladder_todo("warp_allreduce_lse: the same butterfly as warp_allreduce_sum, shuffling both halves of the (max_value, sum) pair and combining them with lse_merge (common/logsumexp.hpp)");
+  // STUB: ladder_unused(max_value, sum);
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float other_max = __shfl_xor_sync(0xffffffffu, max_value, offset);
     const float other_sum = __shfl_xor_sync(0xffffffffu, sum, offset);
     lse_merge(max_value, sum, other_max, other_sum);
   }
+  // END SOLUTION
 }
 
 /// The sum of v over a block of kBlockThreads threads, returned to every thread: shuffles within

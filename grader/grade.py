@@ -1,0 +1,333 @@
+"""scripts/assignment.py grade: one command for a student's local check and the official grading.
+
+It copies this tree (the instructor's, or a handout) to a work folder, puts the submission's
+declared files (the files holding the assigned rungs' regions, decided here and never read from
+the submission) over it, builds the rungs, and per rung runs
+  public     the public problems (grader/public.problems), public seed;
+  hidden     the hidden categories (grader/hidden/hidden.problems where present, else the practice
+             shapes), seeds mixed with the secret (--secret-file or LADDER_GRADER_SECRET);
+  sanitizer  compute-sanitizer memcheck, racecheck, synccheck, initcheck on small awkward problems;
+             an error caps the rung's correctness;
+  technique  the rung's idea in its machine code (scripts/check_sass.sh) and the integrity check
+             (no oracle, library or process escape in its objects); an integrity failure also
+             zeroes correctness;
+  performance  the rung, the reference solution (official runs) and the streaming-read floor timed
+             interleaved in one process on fresh inputs (grader/grade_timing.cu).
+Without a GPU the build and static checks still run; the report says what was skipped and why.
+"""
+import argparse
+import datetime
+import filecmp
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import handout
+import problems
+import reports
+import runs
+
+ROOT = None  # set by add_parser
+
+
+def add_parser(sub, root):
+    global ROOT
+    ROOT = root
+    g = sub.add_parser("grade", help="grade a submission rung by rung", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("--submission", default=root, help="the student's repository (default: this tree)")
+    g.add_argument("--rungs", default="", help="comma-separated rungs (default: the submission's assignment.json)")
+    g.add_argument("--work", default="", help="work folder (default: build-grade/ in this tree)")
+    g.add_argument("--out", default="", help="folder for results.json, junit.xml, report.txt (default: WORK)")
+    g.add_argument("--secret-file", default="", help="the official secret (else $LADDER_GRADER_SECRET; none locally)")
+    g.add_argument("--reveal", action="store_true", help="name the failing hidden cases' inputs (after the due date)")
+    g.add_argument("--cuda-architectures", default="", help="CMAKE_CUDA_ARCHITECTURES (default: the build's own choice)")
+    g.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="build jobs")
+    g.add_argument("--timeout", type=float, default=600, help="seconds one program run may take")
+    g.add_argument("--skip-gpu", action="store_true", help="build and static checks only")
+    g.add_argument("--skip-performance", action="store_true", help="no timing (the grader's self-test)")
+    g.add_argument("--fail-fast", action="store_true",
+                   help="stop a rung's tests at its first failure (the grader's self-test: a verdict, not a score)")
+    g.set_defaults(run=run)
+
+
+def log(msg):
+    print(f"[grade] {msg}", file=sys.stderr, flush=True)
+
+
+def load_config():
+    with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def is_handout(root):
+    return os.path.exists(os.path.join(root, handout.MANIFEST))
+
+
+def choose_rungs(args, official):
+    if args.rungs:
+        return sorted({r.strip() for r in args.rungs.split(",") if r.strip()})
+    manifest = os.path.join(args.submission, handout.MANIFEST)
+    if official:  # the submission's manifest is the student's to edit
+        raise handout.HandoutError("an official run (with a secret) needs --rungs: the rung list is not taken from the submission")
+    if not os.path.exists(manifest):
+        raise handout.HandoutError(f"no --rungs and no {manifest}: say which rungs to grade")
+    with open(manifest, encoding="utf-8") as f:
+        return json.load(f)["rungs"]
+
+
+def sync_file(src, dst):
+    """Copies src to dst unless dst already holds the same bytes. A fresh copy gets a new mtime
+    (copyfile, not copy2), so an incremental build sees every file that changed."""
+    if os.path.isfile(dst) and filecmp.cmp(src, dst, shallow=False):
+        return
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    shutil.copyfile(src, dst)
+    shutil.copymode(src, dst)
+
+
+def prepare_tree(args, work, declared):
+    """work/tree = this tree with the submission's declared files over it, updated in place so
+    that a second grading in the same work folder rebuilds only what changed. Returns the tree and
+    {rung: [declared files missing from the submission]}."""
+    tree = os.path.join(work, "tree")
+    overlay = {}
+    missing = {}
+    for rung, files in declared.items():
+        for path in files:
+            src = os.path.join(args.submission, path)
+            if os.path.isfile(src):
+                overlay[path] = src
+            else:
+                missing.setdefault(rung, []).append(path)
+    for path in handout.repo_files(ROOT):
+        sync_file(overlay.get(path, os.path.join(ROOT, path)), os.path.join(tree, path))
+    return tree, missing
+
+
+def build(args, tree, build_dir, rungs, folders, reference):
+    """Configures and builds the rungs' programs; returns {rung: (built, log tail)}."""
+    cmake = ["cmake", "-S", tree, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
+             "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
+    if reference:
+        cmake.append("-DLADDER_REFERENCE_DIR=" + reference)
+    if args.cuda_architectures:
+        cmake.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_architectures)
+    p = subprocess.run(cmake, capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = (p.stdout + p.stderr).strip()[-3000:]
+        return {r: (False, "the build could not be configured:\n" + tail) for r in rungs}
+    out = {}
+    for r in rungs:
+        targets = [f"stage_{folders[r]}", f"grade_timing_{r}"]
+        log(f"building rung {r}")
+        p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", *targets],
+                           capture_output=True, text=True)
+        lines = [l for l in (p.stdout + p.stderr).splitlines() if "error" in l.lower() or "warning" in l.lower()]
+        out[r] = (p.returncode == 0, "\n".join(lines[:40]) if p.returncode else "")
+    return out
+
+
+def score_perf(ratio, conf):
+    full, zero = conf["full_at"], conf["zero_at"]
+    if ratio <= full:
+        return 1.0
+    if ratio >= zero:
+        return 0.0
+    return (zero - ratio) / (zero - full)
+
+
+def grade_rung(args, r, folder, ctx):
+    """Every part of one rung: a list of reports.Part."""
+    cfg, pts = ctx["config"], ctx["config"]["points"]
+    name = f"{r} {folder.split('_', 1)[1]}"
+    P = lambda part, **kw: reports.Part(rung=name, part=part, max_score=pts[part], **kw)  # noqa: E731
+    built, build_log = ctx["built"][r]
+    if r in ctx["missing"]:
+        msg = "missing from the submission: " + ", ".join(ctx["missing"][r])
+        return [P(p, score=0, output=msg) for p in pts]
+    if not built:
+        msg = "does not compile:\n" + build_log
+        return [P(p, score=0, output=msg) for p in pts]
+    program = runs.stage_program(ctx["build"], folder)
+
+    # Static: technique (SASS) and integrity (symbols).
+    ok, lines = runs.technique(ctx["tree"], ctx["build"], r)
+    bad = runs.integrity(ctx["build"], r)
+    integrity_msg = "" if not bad else "integrity: the rung's objects use " + "; ".join(f"{s} ({w})" for s, w in bad)
+    technique = P("technique", score=pts["technique"] if ok and not bad else 0,
+                  output="\n".join(lines + ([integrity_msg] if bad else [])))
+    parts = [technique]
+
+    if not ctx["gpu"]:
+        why = ctx["gpu_why"]
+        for p in ("public", "hidden", "sanitizer", "performance"):
+            parts.append(P(p, score=0, skipped=True, output=why if why.startswith("skipped") else f"skipped: {why}"))
+        return parts
+
+    # Correctness: public and hidden cases.
+    todos = set()
+
+    def run_cases(cases, secret, reveal):
+        by_cat, lines = {}, []
+        for case in cases:
+            if args.fail_fast and lines:
+                by_cat.setdefault(case.category, []).append(False)
+                continue
+            seed = problems.seed_for(cfg["public_seed"], secret, case)
+            status, detail, todo = runs.run_case(program, r, case, seed, args.timeout)
+            todos.update(todo)
+            by_cat.setdefault(case.category, []).append(status == "pass")
+            if status != "pass":
+                what = f"{case.category} #{case.index + 1}"
+                if reveal:
+                    what += f" ({case.describe()} --seed {seed})"
+                lines.append(f"FAIL {what}: {detail}")
+        return by_cat, lines
+
+    log(f"rung {r}: public tests")
+    pub_cat, pub_lines = run_cases(ctx["public"], "", True)
+    pub_pass = sum(sum(v) for v in pub_cat.values())
+    pub_total = sum(len(v) for v in pub_cat.values())
+    log(f"rung {r}: hidden tests ({ctx['hidden_source']})")
+    if args.fail_fast and pub_lines:
+        hid_cat = {c.category: [False] for c in ctx["hidden"]}
+        hid_lines = ["not run (--fail-fast: a public test failed)"]
+    else:
+        hid_cat, hid_lines = run_cases(ctx["hidden"], ctx["secret"], args.reveal)
+    cats_passed = sorted(c for c, v in hid_cat.items() if all(v))
+    cats_failed = sorted(c for c, v in hid_cat.items() if not all(v))
+    public_frac = pub_pass / pub_total if pub_total else 0.0
+    hidden_frac = len(cats_passed) / len(hid_cat) if hid_cat else 0.0
+
+    # Sanitizers: any error caps correctness.
+    log(f"rung {r}: compute-sanitizer")
+    san_lines, san_fail, san_skip = [], [], []
+    for tool in cfg["sanitizer_tools"]:
+        if args.fail_fast and (pub_lines or hid_lines or san_fail):
+            san_skip.append(tool)
+            san_lines.append(f"{tool}: not run (--fail-fast: the rung has failed already)")
+            continue
+        status, out = runs.sanitizer(ctx["tree"], program, tool, args.timeout)
+        if status == "fail":
+            san_fail.append(tool)
+            san_lines.append(f"{tool}: FAIL\n" + "\n".join(out.splitlines()[-8:]))
+        elif status == "skipped":
+            san_skip.append(tool)
+            san_lines.append(f"{tool}: skipped: " + (out.splitlines()[-1] if out else ""))
+        else:
+            san_lines.append(f"{tool}: clean")
+    cap = cfg["sanitizer_cap"] if san_fail else 1.0
+    if bad or not ok:
+        cap = 0.0 if bad else cap  # integrity: no correctness points; technique alone: its own points
+    todo_text = ("\n".join(sorted(todos)) + "\n") if todos else ""
+    capped = f"\n(capped at {cap:.0%} by the sanitizer)" if cap < 1 and san_fail else ""
+    capped += "\n(no correctness points: integrity check failed)" if bad else ""
+    parts.append(P("public", score=round(pts["public"] * min(public_frac, cap), 2),
+                   output=todo_text + f"{pub_pass} of {pub_total} public cases pass" + capped +
+                   ("\n" + "\n".join(pub_lines) if pub_lines else "")))
+    hidden_out = (todo_text + f"{len(cats_passed)} of {len(hid_cat)} categories pass" +
+                  (": failing " + ", ".join(cats_failed) if cats_failed else "") + capped)
+    if args.reveal and hid_lines:
+        hidden_out += "\n" + "\n".join(hid_lines)
+    parts.append(P("hidden", score=round(pts["hidden"] * min(hidden_frac, cap), 2), output=hidden_out,
+                   hidden=True))
+    parts.append(P("sanitizer", score=pts["sanitizer"] if not san_fail and len(san_skip) < len(cfg["sanitizer_tools"]) else 0,
+                   output="\n".join(san_lines), skipped=len(san_skip) == len(cfg["sanitizer_tools"])))
+
+    # Performance: only for a correct, clean, honest rung.
+    perf_cfg = {**cfg["performance"], **cfg["rungs"].get(r, {}).get("performance", {})}
+    timing = cfg["rungs"].get(r, {}).get("timing")
+    if args.skip_performance:
+        parts.append(P("performance", score=0, skipped=True, output="not timed (--skip-performance)"))
+        return parts
+    if timing is None:
+        parts.append(P("performance", score=0, skipped=True, output=f"rung {r} has no timing entry in grader/rungs.json"))
+        return parts
+    if public_frac < 1 or hidden_frac < 1 or san_fail or bad:
+        parts.append(P("performance", score=0, output="not timed: performance counts once every public and hidden test passes, sanitizers clean"))
+        return parts
+    log(f"rung {r}: timing ({timing['mode']} mode)")
+    status, data = runs.timing(ctx["build"], r, timing["mode"], timing.get("args", []), perf_cfg["reps"],
+                               perf_cfg["warmup"], args.timeout)
+    part = P("performance", score=0, output="")
+    if status != "ok":
+        part.output = f"timing {status}: {data.get('first_mismatch') or data.get('error', '')}"
+        part.skipped = status == "skipped"
+    else:
+        s, fl = data["student"]["median_ms"], data["floor"]["median_ms"]
+        lines = [f"problem: {data.get('problem', '')}", f"your rung: {s:.4g} ms (median of {data['reps']})",
+                 f"streaming-read floor: {fl:.4g} ms"]
+        if s < perf_cfg["floor_slack"] * fl:
+            lines.append(f"VOID: faster than {perf_cfg['floor_slack']}x the memory floor allows: the rung cannot have read its input")
+        elif data.get("reference"):
+            ratio = data["ratio_to_reference"]
+            part.ratio = ratio
+            part.score = round(pts["performance"] * score_perf(ratio, perf_cfg), 2)
+            lines.append(f"reference solution: {data['reference']['median_ms']:.4g} ms; ratio {ratio:.3g} "
+                         f"(full credit at <= {perf_cfg['full_at']}x, none at >= {perf_cfg['zero_at']}x)")
+        else:
+            part.skipped = True
+            lines.append(f"not scored here: the reference solution is timed at official grading "
+                         f"({s / fl:.3g}x the floor now)")
+        part.output = "\n".join(lines)
+    parts.append(part)
+    return parts
+
+
+def run(args):
+    parts, meta, out_dir = grade(args)
+    print(reports.write_all(parts, meta, out_dir))
+    return 0
+
+
+def grade(args):
+    """Grades args.submission; returns (parts, meta, output folder)."""
+    config = load_config()
+    secret = ""
+    if args.secret_file:
+        with open(args.secret_file, encoding="utf-8") as f:
+            secret = f.read().strip()
+    secret = secret or os.environ.get("LADDER_GRADER_SECRET", "")
+    hidden_file = os.path.join(ROOT, "grader", "hidden", "hidden.problems")
+    official = bool(secret) and os.path.exists(hidden_file)
+    rungs = choose_rungs(args, official)
+    folders = handout.stage_folders(ROOT)
+    _ship, _stubbed, declared = handout.plan(ROOT, rungs) if not is_handout(ROOT) else (None, None, _handout_declared())
+    declared = {r: declared.get(r, []) for r in rungs}
+    work = os.path.abspath(args.work or os.path.join(ROOT, "build-grade"))
+    out_dir = os.path.abspath(args.out or work)
+    os.makedirs(work, exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
+    reference = ROOT if not is_handout(ROOT) else ""
+    log(f"grading rungs {', '.join(rungs)} of {args.submission} "
+        f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'})")
+    tree, missing = prepare_tree(args, work, declared)
+    build_dir = os.path.join(work, "build")
+    built = build(args, tree, build_dir, rungs, folders, reference)
+    ctx = {"config": config, "tree": tree, "build": build_dir, "built": built, "missing": missing,
+           "public": problems.load(os.path.join(ROOT, "grader", "public.problems")),
+           "hidden": problems.load(hidden_file if official else os.path.join(ROOT, "grader", "practice.problems")),
+           "hidden_source": "hidden shapes" if official else "practice shapes", "secret": secret if official else "",
+           "gpu": False, "gpu_why": "--skip-gpu" if args.skip_gpu else ""}
+    if not args.skip_gpu:
+        first = next((r for r in rungs if built[r][0]), None)
+        if first is None:
+            ctx["gpu_why"] = "nothing compiled"
+        else:
+            ctx["gpu"], ctx["gpu_why"] = runs.gpu_available(runs.stage_program(build_dir, folders[first]), first)
+            ctx["gpu_why"] = ctx["gpu_why"] or ""
+    parts = []
+    for r in rungs:
+        parts.extend(grade_rung(args, r, folders[r], ctx))
+    meta = {"rungs": rungs, "official": official, "gpu": ctx["gpu"], "gpu_why": ctx["gpu_why"],
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "reference": bool(reference), "reveal": args.reveal}
+    return parts, meta, out_dir
+
+
+def _handout_declared():
+    with open(os.path.join(ROOT, handout.MANIFEST), encoding="utf-8") as f:
+        return json.load(f)["files"]

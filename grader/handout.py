@@ -1,0 +1,283 @@
+"""Writes a student's repository for chosen rungs (scripts/assignment.py handout) and checks that
+no solution reached it (scripts/assignment.py check-handout).
+
+What ships is an allow-list (SHIP): the build, common/, ladder/, the public tests, the grader's
+public half, the chapters and docs without the answers, and the stage folders up to the last
+chosen rung. Solutions of the chosen rungs become stubs (grader/markers.py); instructor regions,
+hidden tests, the secret seed, the grader's fixtures and the mutants never ship.
+"""
+import datetime
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import markers
+
+# Paths (fnmatch globs, relative to the repository root) that a handout may contain. stages/ is
+# handled apart: the chosen rungs' folders, the earlier ones, and the lib files they include.
+SHIP = [
+    ".gitignore", "CMakeLists.txt",
+    "cmake/CheckDriver.cmake", "cmake/GitStamp.cmake", "cmake/Sanitize.cmake", "cmake/Stages.cmake",
+    "cmake/WriteIfChanged.cmake",
+    "common/*.cpp", "common/*.hpp", "ladder/*.cpp", "ladder/*.hpp", "ladder/*.cu", "ladder/*.cuh",
+    "tests/CMakeLists.txt", "tests/*.cpp", "tests/*.hpp", "tests/sticky/*",
+    "tests/mutants/sanitizer.problems",
+    "scripts/assignment.py", "scripts/check_program.py", "scripts/check_rung_includes.sh",
+    "scripts/check_sass.sh", "scripts/install_deps.sh", "scripts/sanitize.sh", "scripts/test.sh",
+    "grader/*.py", "grader/CMakeLists.txt", "grader/*.cu", "grader/*.cuh", "grader/rungs.json",
+    "grader/public.problems", "grader/practice.problems",
+    "docs/problem.md", "docs/measuring.md", "docs/mistakes.md", "docs/reading-profiles.md", "docs/img/*",
+]
+# Never in a handout, whatever SHIP says (a second line of defence, checked on the result).
+FORBIDDEN = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*", "docs/answers.md",
+             "cmake/Mutants.cmake", "cmake/MutantApply.cmake", "results/*", "profiles/*"]
+STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:lib/)?([A-Za-z0-9_.]+)"', re.M)
+README_TEMPLATE = "grader/student_README.md"
+MANIFEST = "assignment.json"
+# A solution line shorter than this (without spaces) is too common to call a leak (`}`, `return v;`).
+MIN_LEAK_CHARS = 20
+
+
+class HandoutError(RuntimeError):
+    """A handout cannot be written or failed its check; the message says why."""
+
+
+def repo_files(root):
+    """The repository's files, relative to root: `git ls-files` where root is a git work tree,
+    else every file outside build folders (a handout or a copy without .git)."""
+    if os.path.isdir(os.path.join(root, ".git")):
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"], check=True, capture_output=True).stdout
+        return sorted(f for f in out.decode().split("\0") if f and os.path.isfile(os.path.join(root, f)))
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not (d.startswith("build") or d in (".git", "__pycache__"))]
+        for name in filenames:
+            files.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
+    return sorted(files)
+
+
+def stage_folders(root):
+    """{id: folder name} of the stage folders under root/stages."""
+    out = {}
+    for name in sorted(os.listdir(os.path.join(root, "stages"))):
+        m = STAGE_DIR.match(name)
+        if m and os.path.isdir(os.path.join(root, "stages", name)):
+            out[m.group(1)] = name
+    return out
+
+
+def default_owner(path):
+    """The rung a file's regions belong to by default: its stage folder's number, else None."""
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[0] == "stages" and (m := STAGE_DIR.match(parts[1])):
+        return m.group(1)
+    return None
+
+
+def parse_file(root, path):
+    with open(os.path.join(root, path), encoding="utf-8") as f:
+        return markers.parse(path, f.read(), default_owner(path))
+
+
+def is_text(path):
+    return not path.startswith("docs/img/")
+
+
+def has_markers(path):
+    """Whether markers in `path` are live: everywhere but the grader's own code and Python
+    files, whose text describes the markers."""
+    return is_text(path) and not path.startswith("grader/") and not path.endswith(".py")
+
+
+def lib_closure(root, sources):
+    """The stages/lib files that `sources` (paths relative to root) include, transitively."""
+    todo, seen = list(sources), set()
+    while todo:
+        with open(os.path.join(root, todo.pop()), encoding="utf-8") as f:
+            text = f.read()
+        for name in INCLUDE.findall(text):
+            lib = f"stages/lib/{name}"
+            if lib not in seen and os.path.isfile(os.path.join(root, lib)):
+                seen.add(lib)
+                todo.append(lib)
+    return sorted(seen)
+
+
+def owners_in(root, paths):
+    """{path: set of rungs owning a solution region in it} for the parsed files among paths."""
+    out = {}
+    for path in paths:
+        if path.endswith((".cu", ".cuh", ".cpp", ".hpp", ".md")) and path.startswith("stages/"):
+            owners = set().union(*(r.owners for r in parse_file(root, path).regions()))
+            if owners:
+                out[path] = owners
+    return out
+
+
+def plan(root, rungs, stub_needed=False):
+    """What a handout of `rungs` holds: (files to ship, the rungs whose regions are stubbed,
+    {rung: the files it declares}). Raises HandoutError for an unknown rung or one without regions."""
+    folders = stage_folders(root)
+    for r in rungs:
+        if r not in folders:
+            raise HandoutError(f"no rung {r}: the rungs are {', '.join(folders)}")
+    last = max(rungs)
+    files = repo_files(root)
+    shipped_stage_files = [f for f in files if f.split("/")[0] == "stages" and len(f.split("/")) == 3
+                           and f.split("/")[1] in {folders[i] for i in folders if i <= last}]
+    sources = [f for f in shipped_stage_files if f.endswith((".cu", ".cpp"))]
+    libs = lib_closure(root, sources) + ["stages/lib/README.md"]
+    ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs
+    ship = sorted(set(f for f in ship if not forbidden(f)))
+    owners = owners_in(root, ship)
+    stubbed = set(rungs)
+    if stub_needed:  # the earlier rungs whose code the chosen rungs' sources reach through lib/
+        chosen_sources = [f for f in sources if default_owner(f) in rungs]
+        for lib in lib_closure(root, chosen_sources):
+            stubbed |= {o for o in owners.get(lib, ()) if o <= last}
+    for r in sorted(stubbed):
+        if not any(r in o for o in owners.values()):
+            raise HandoutError(f"rung {r} ({folders[r]}) has no solution regions (// BEGIN SOLUTION): "
+                               "there is nothing to hand out")
+    declared = {r: sorted(p for p, o in owners.items() if r in o and not p.endswith(".md")) for r in sorted(stubbed)}
+    return ship, sorted(stubbed), declared
+
+
+def forbidden(path):
+    return any(fnmatch.fnmatch(path, g) for g in FORBIDDEN)
+
+
+def commit_of(root):
+    try:
+        return subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def write_handout(root, rungs, out, stub_needed=False, force=False, public_seed=None):
+    """Writes the handout of `rungs` to `out` and checks it (check_handout). Returns the manifest."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise HandoutError(f"{out} is a file, not a folder")
+    if os.path.exists(out) and os.listdir(out) and not force:
+        raise HandoutError(f"{out} exists and is not empty: choose a new folder or pass --force")
+    ship, stubbed, declared = plan(root, rungs, stub_needed)
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    for path in ship:
+        dst = os.path.join(out, path)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if not has_markers(path):
+            shutil.copy2(os.path.join(root, path), dst)
+            continue
+        with open(os.path.join(root, path), encoding="utf-8") as f:
+            text = f.read()
+        try:
+            text = markers.render(markers.parse(path, text, default_owner(path)), set(stubbed))
+        except markers.MarkerError as e:
+            raise HandoutError(str(e)) from None
+        with open(dst, "w", encoding="utf-8") as f:
+            f.write(text)
+        shutil.copymode(os.path.join(root, path), dst)
+    manifest = {
+        "format": 1,
+        "rungs": stubbed,
+        "chosen": sorted(rungs),
+        "files": declared,
+        "public_seed": int(public_seed if public_seed is not None else config["public_seed"]),
+        "source_commit": commit_of(root),
+        "generated": datetime.date.today().isoformat(),
+    }
+    with open(os.path.join(out, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    write_readme(root, out, manifest)
+    leaks = check_handout(root, out)
+    if leaks:
+        raise HandoutError("the handout leaks solutions:\n  " + "\n  ".join(leaks))
+    return manifest
+
+
+def write_readme(root, out, manifest):
+    folders = stage_folders(root)
+    with open(os.path.join(root, README_TEMPLATE), encoding="utf-8") as f:
+        text = f.read()
+    rows = "\n".join(f"| {r} | `stages/{folders[r]}/` | " + ", ".join(f"`{p}`" for p in manifest["files"][r]) + " |"
+                     for r in manifest["rungs"])
+    text = text.replace("{{RUNGS}}", ", ".join(manifest["rungs"])).replace("{{RUNG_TABLE}}", rows)
+    text = text.replace("{{FIRST_RUNG}}", manifest["rungs"][0]).replace(
+        "{{FIRST_FOLDER}}", folders[manifest["rungs"][0]])
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def forms(line):
+    """The forms a line is compared in: stripped, and its code without a trailing // comment."""
+    s = line.strip()
+    return {s, re.sub(r"\s*//.*$", "", s)} - {""}
+
+
+def solution_lines(root, owners):
+    """{stripped line: where} for the lines of `owners`' solution regions long enough to count,
+    less the lines that ship by design: those a region of a rung handed out complete also holds
+    (a chapter quoting the rung before it) and those of the shared code outside every region
+    (common/, ladder/, stages/lib/: index arithmetic, bounds checks). A line of a rung folder
+    outside every region still counts: an unmarked copy of a solution in a later rung leaks it."""
+    lines, given = {}, set()
+    for path in repo_files(root):
+        if not path.endswith((".cu", ".cuh", ".cpp", ".hpp", ".md")) or path.startswith("grader/"):
+            continue
+        parsed = parse_file(root, path)
+        if path.startswith(("common/", "ladder/", "stages/lib/")):  # shared code: given as it stands
+            for part in parsed.parts:
+                if isinstance(part, str):
+                    given.update(forms(part))
+        if not path.startswith("stages/"):
+            continue
+        for region in parsed.regions():
+            if not region.owners & owners:
+                for line in region.solution:
+                    given.update(forms(line))
+                continue
+            for k, line in enumerate(region.solution):
+                for s in forms(line):
+                    if len(re.sub(r"\s", "", s)) >= MIN_LEAK_CHARS:
+                        lines.setdefault(s, f"{path}:{region.begin_line + len(region.stub) + 1 + k}")
+    return {s: where for s, where in lines.items() if s not in given}
+
+
+def check_handout(root, handout):
+    """Checks the handout at `handout` against the instructor's tree at `root`: no forbidden file,
+    no marker, no solution line of a stubbed rung anywhere. Returns the problems found (empty: clean)."""
+    if not os.path.isfile(os.path.join(handout, MANIFEST)):
+        raise HandoutError(f"{handout} has no {MANIFEST}: not a handout written by scripts/assignment.py")
+    with open(os.path.join(handout, MANIFEST), encoding="utf-8") as f:
+        manifest = json.load(f)
+    secrets = solution_lines(root, set(manifest["rungs"]))
+    problems = []
+    for path in repo_files(handout):
+        if forbidden(path):
+            problems.append(f"{path}: instructor-only file")
+            continue
+        if not is_text(path):
+            continue
+        try:
+            with open(os.path.join(handout, path), encoding="utf-8") as f:
+                text = f.read()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            s = line.strip()
+            if has_markers(path) and (markers.BEGIN_SOLUTION.match(line) or markers.END_SOLUTION.match(line)):
+                problems.append(f"{path}:{number}: a solution marker")
+            for form in forms(line):
+                if form in secrets:
+                    problems.append(f"{path}:{number}: solution line (from {secrets[form]}): {s[:80]}")
+                    break
+    return problems

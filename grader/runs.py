@@ -1,0 +1,130 @@
+"""Running the built programs for the grader: correctness cases, compute-sanitizer, the SASS and
+integrity checks, and the interleaved timing. Each returns plain data; grade.py scores it."""
+import glob
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+import problems
+
+TODO_LINE = re.compile(r"^TODO\(stage [^)]*\):.*$", re.M)
+# Undefined symbols a rung's object may not use: the CPU oracle and the input generator (a copied
+# answer), libraries that would do the rung's work, and escapes from the process.
+FORBIDDEN_SYMBOLS = [
+    (r"ladder::(conv_transpose2d_literal|global_average_pool|bias_logsumexp_scale|literal_pipeline|"
+     r"linearity_pipeline|make_inputs)\b", "the CPU oracle or the input generator"),
+    (r"\b(cublas|cudnn|cutlass)\w*", "a CUDA math library"),
+    (r"\b(cub|thrust|at|c10|torch)::", "a library that would do the rung's work"),
+    (r"^(dlopen|dlsym|system|popen|fork|vfork|execv|execve|execvp|execl|execlp|posix_spawn)$", "a process or loader escape"),
+]
+
+
+def student_env():
+    """The environment of a student's program: the grader's, without the secret."""
+    return {k: v for k, v in os.environ.items() if k != "LADDER_GRADER_SECRET"}
+
+
+def stage_program(build, folder):
+    return os.path.join(build, f"stage_{folder}")
+
+
+def run_case(program, stage_id, case, seed, timeout):
+    """Runs one correctness case (two runs on one workspace, the second checked). Returns
+    (status, detail, todo_lines); status: pass, fail, error, timeout, skipped (no GPU)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        cmd = [program, *case.args, "--seed", str(seed), "--stages", stage_id, "--reps", "1",
+               "--warmup", "1", "--no-cub", "--no-flush-l2", "-q", "--json", report]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=student_env())
+        except subprocess.TimeoutExpired:
+            return "timeout", f"took longer than {timeout:.0f} s", []
+        todos = sorted(set(TODO_LINE.findall(p.stdout)))
+        if not os.path.exists(report):
+            tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+            return "error", f"the program stopped without a report (exit {p.returncode}): " + " | ".join(tail), todos
+        with open(report, encoding="utf-8") as f:
+            data = json.load(f)
+    stage = next((s for s in data["stages"] if s["id"] == stage_id), None)
+    if stage is None:
+        return "error", f"stage {stage_id} is not in the program's report", todos
+    if not stage["ran"]:
+        if stage.get("note", "").startswith("skipped: no CUDA device"):
+            return "skipped", stage["note"], todos
+        return "error", stage.get("note") or "did not run", todos
+    agreement = stage["vs_oracle"]
+    if agreement["pass"]:
+        return "pass", "", todos
+    detail = (f"{agreement['nan_count']} output(s) NaN (never written?)" if agreement["nan_count"]
+              else f"disagrees with the fp64 oracle: worst error {agreement['worst_ratio_to_tolerance']:.3g}x the tolerance")
+    return "fail", detail, todos
+
+
+def gpu_available(program, stage_id, timeout=120):
+    """(True, "") if the program runs its GPU stage here, else (False, why)."""
+    case = problems.Case("probe", 0, ["--batch", "1", "--in-channels", "1", "--out-channels", "2", "--size", "4"], "")
+    status, detail, _ = run_case(program, stage_id, case, 1, timeout)
+    if status == "skipped":
+        return False, detail
+    return True, ""
+
+
+def sanitizer(root, program, tool, timeout):
+    """(status, output) of scripts/check_program.py --expect accept under compute-sanitizer `tool`
+    on tests/mutants/sanitizer.problems; status pass, fail or skipped."""
+    cmd = ["python3", os.path.join(root, "scripts", "check_program.py"), "--program", program,
+           "--problems", os.path.join(root, "tests", "mutants", "sanitizer.problems"), "--expect", "accept",
+           "--tool", tool, "--timeout", str(timeout), "--label", tool]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=student_env())
+    out = (p.stdout + p.stderr).strip()
+    status = {0: "pass", 77: "skipped"}.get(p.returncode, "fail")
+    return status, out
+
+
+def technique(root, build, stage_id):
+    """(passed, lines) of scripts/check_sass.sh for one stage: its idea in its machine code."""
+    env = dict(os.environ, LADDER_SASS_STAGES=stage_id)
+    p = subprocess.run(["bash", os.path.join(root, "scripts", "check_sass.sh"), build], capture_output=True,
+                       text=True, env=env)
+    lines = [l for l in (p.stdout + p.stderr).splitlines() if l.startswith(("PASS", "FAIL"))]
+    return p.returncode == 0, lines
+
+
+def integrity(build, stage_id):
+    """The forbidden symbols the rung's objects use: [(symbol, why)] (empty: clean). Reads the
+    compiled objects with nm (host symbols; device code cannot call host libraries)."""
+    found = []
+    for obj in sorted(glob.glob(os.path.join(build, "CMakeFiles", f"stage_{stage_id}.dir", "**", "*.o"), recursive=True)):
+        p = subprocess.run(["nm", "-u", "-C", obj], capture_output=True, text=True)
+        for line in p.stdout.splitlines():
+            symbol = line.split(None, 1)[-1].strip() if line.strip() else ""
+            for pattern, why in FORBIDDEN_SYMBOLS:
+                if re.search(pattern, symbol):
+                    found.append((symbol, why))
+    return sorted(set(found))
+
+
+def timing(build, stage_id, mode, problem_args, reps, warmup, timeout):
+    """Runs grade_timing_NN; returns (status, data): status ok, mismatch, error, skipped."""
+    program = os.path.join(build, f"grade_timing_{stage_id}")
+    if not os.path.exists(program):
+        return "error", {"error": f"{program} was not built"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "timing.json")
+        cmd = [program, *problem_args, "--mode", mode, "--reps", str(reps), "--warmup", str(warmup), "-q", "--json", out]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=student_env())
+        except subprocess.TimeoutExpired:
+            return "error", {"error": f"timing took longer than {timeout:.0f} s"}
+        if p.returncode == 77:
+            return "skipped", {"error": (p.stderr or p.stdout).strip()}
+        data = {}
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as f:
+                data = json.load(f)
+        if p.returncode == 0:
+            return "ok", data
+        data.setdefault("error", (p.stderr or p.stdout).strip()[-500:])
+        return ("mismatch" if data.get("mismatches") else "error"), data

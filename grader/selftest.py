@@ -1,0 +1,184 @@
+"""scripts/assignment.py selftest: the grader proves itself on the instructor's machine.
+
+For the chosen rungs it grades (1) the reference solutions, which must get full marks, (2) the
+stubbed handout, which must score no correctness points and show the stubs' TODO messages, and
+(3) every fixture in grader/fixtures/NN/*.fixture, known-wrong or cheating submissions, each of
+which must lose the points its `loses:` line names:
+  correctness  public or hidden points (a wrong result, or a sanitizer error that caps them);
+  technique    the machine-code check fails (the previous rung's code handed in, a serial loop);
+  integrity    the objects call what a rung may not (the CPU oracle), which zeroes correctness.
+A fixture file: `#` comments, `rung: NN`, `file: path`, `loses: ...`, `why: ...`, then one or
+more edits of the reference file (`--- original`, the exact text, `--- replacement`, its
+replacement, `--- end`); an original text that does not occur exactly once is an error.
+"""
+import argparse
+import glob
+import os
+import shutil
+
+import grade
+import handout
+
+LOSSES = ("correctness", "technique", "integrity")
+
+
+class FixtureError(ValueError):
+    pass
+
+
+def parse_fixture(path):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    head, edits, mode, buf, orig = {}, [], None, [], None
+    for line in lines:
+        if line == "--- original":
+            mode, buf = "orig", []
+        elif line == "--- replacement":
+            if mode != "orig":
+                raise FixtureError(f"{path}: '--- replacement' without '--- original'")
+            orig, mode, buf = "\n".join(buf) + "\n", "repl", []
+        elif line == "--- end":
+            if mode != "repl":
+                raise FixtureError(f"{path}: '--- end' without '--- replacement'")
+            edits.append((orig, "\n".join(buf) + "\n"))
+            mode = None
+        elif mode:
+            buf.append(line)
+        elif line.startswith("#") or not line.strip():
+            continue
+        elif ":" in line:
+            key, value = line.split(":", 1)
+            head[key.strip()] = value.strip()
+        else:
+            raise FixtureError(f"{path}: cannot read the line '{line}'")
+    for key in ("rung", "file", "loses", "why"):
+        if key not in head:
+            raise FixtureError(f"{path}: no '{key}:' line")
+    if head["loses"] not in LOSSES:
+        raise FixtureError(f"{path}: loses: must be one of {', '.join(LOSSES)}")
+    if not edits:
+        raise FixtureError(f"{path}: no edit")
+    head["edits"] = edits
+    head["name"] = f"{head['rung']}/{os.path.basename(path)[:-len('.fixture')]}"
+    return head
+
+
+def apply_fixture(root, fixture, declared, dest):
+    """Writes a submission to `dest`: the rung's declared files from `root`, with the edits."""
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    for path in declared:
+        os.makedirs(os.path.dirname(os.path.join(dest, path)), exist_ok=True)
+        shutil.copyfile(os.path.join(root, path), os.path.join(dest, path))
+    target = os.path.join(dest, fixture["file"])
+    if fixture["file"] not in declared:
+        raise FixtureError(f"{fixture['name']}: {fixture['file']} is not a file rung {fixture['rung']} declares")
+    with open(target, encoding="utf-8") as f:
+        text = f.read()
+    for orig, repl in fixture["edits"]:
+        if text.count(orig) != 1:
+            raise FixtureError(f"{fixture['name']}: the original text occurs {text.count(orig)} times in "
+                               f"{fixture['file']} (once expected): update the fixture to the code")
+        text = text.replace(orig, repl)
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def points(parts, part):
+    mine = [p for p in parts if p.part == part]
+    return sum(p.score for p in mine), sum(p.max_score for p in mine), any(p.skipped for p in mine)
+
+
+def verdict(parts, loses):
+    """(rejected?, why) for a fixture's parts."""
+    pub, pub_max, pub_skip = points(parts, "public")
+    hid, hid_max, _ = points(parts, "hidden")
+    tech, tech_max, _ = points(parts, "technique")
+    integrity = any(p.part == "technique" and "integrity:" in p.output for p in parts)
+    if loses == "integrity":
+        ok = integrity and pub + hid == 0
+        return ok, f"integrity flagged: {integrity}; correctness {pub + hid:g} / {pub_max + hid_max:g}"
+    if loses == "technique":
+        return tech < tech_max, f"technique {tech:g} / {tech_max:g}"
+    if pub_skip:
+        return None, "correctness not run (no GPU)"
+    return pub + hid < pub_max + hid_max, f"correctness {pub + hid:g} / {pub_max + hid_max:g}"
+
+
+def add_parser(sub, root):
+    s = sub.add_parser("selftest", help="grade the references, the stubs and every fixture: the grader proves itself",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--rungs", default="", help="comma-separated rungs (default: every rung with fixtures)")
+    s.add_argument("--work", default=os.path.join(root, "build-selftest"), help="work folder")
+    s.add_argument("--cuda-architectures", default="")
+    s.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    s.add_argument("--timeout", type=float, default=600)
+    s.add_argument("--skip-gpu", action="store_true", help="static parts only (no GPU here)")
+    s.add_argument("--only", default="", help="comma-separated parts to run: reference, stub, fixtures")
+    s.set_defaults(run=lambda a: run(a, root))
+
+
+def grade_args(a, submission, rungs, work, **kw):
+    ns = argparse.Namespace(submission=submission, rungs=",".join(rungs), work=work, out=os.path.join(work, "out"),
+                            secret_file="", reveal=True, cuda_architectures=a.cuda_architectures, jobs=a.jobs,
+                            timeout=a.timeout, skip_gpu=a.skip_gpu, skip_performance=False, fail_fast=False)
+    for k, v in kw.items():
+        setattr(ns, k, v)
+    return ns
+
+
+def run(a, root):
+    fixture_files = sorted(glob.glob(os.path.join(root, "grader", "fixtures", "*", "*.fixture")))
+    fixtures = [parse_fixture(f) for f in fixture_files]
+    rungs = sorted({r.strip() for r in a.rungs.split(",") if r.strip()}) or sorted({f["rung"] for f in fixtures})
+    only = set(a.only.split(",")) if a.only else {"reference", "stub", "fixtures"}
+    os.makedirs(a.work, exist_ok=True)
+    rows, failures = [], 0
+    _ship, _stubbed, declared = handout.plan(root, rungs)
+    work = os.path.join(a.work, "grade")  # one work folder: every grading rebuilds only what changed
+
+    def record(what, ok, why):
+        nonlocal failures
+        status = "SKIP" if ok is None else ("PASS" if ok else "FAIL")
+        failures += ok is False
+        rows.append(f"[{status}] {what}: {why}")
+        print(rows[-1], flush=True)
+
+    if "reference" in only:
+        parts, meta, _ = grade.grade(grade_args(a, root, rungs, work))
+        for r in rungs:
+            mine = [p for p in parts if p.rung.startswith(r + " ")]
+            lost = [f"{p.part} {p.score:g}/{p.max_score:g}" for p in mine if not p.skipped and p.score < p.max_score]
+            ran = [p for p in mine if not p.skipped]
+            record(f"reference {r}", None if len(ran) < len(mine) and not lost else not lost,
+                   "full marks" if not lost and len(ran) == len(mine) else
+                   ("lost " + ", ".join(lost) if lost else f"{len(ran)} of {len(mine)} parts ran (no GPU?)"))
+            for p in mine:
+                print(f"    {p.part}: {p.score:g}/{p.max_score:g} " + (p.output.splitlines()[0] if p.output else ""))
+    if "stub" in only:
+        stub_dir = os.path.join(a.work, "handout")
+        handout.write_handout(root, rungs, stub_dir, force=True)
+        parts, _meta, _ = grade.grade(grade_args(a, stub_dir, rungs, work, skip_performance=True))
+        for r in rungs:
+            mine = [p for p in parts if p.rung.startswith(r + " ")]
+            pub, pub_max, skip = points(mine, "public")
+            hid, _hm, _ = points(mine, "hidden")
+            todo = any("TODO(stage" in p.output for p in mine)
+            tech, tech_max, _ = points(mine, "technique")
+            if skip:  # no GPU: the static half, the stub's machine code lacks the idea
+                record(f"stub {r} (static)", tech < tech_max, f"technique {tech:g} / {tech_max:g}")
+            else:
+                record(f"stub {r}", pub + hid == 0 and todo, f"correctness {pub + hid:g}; TODO message shown: {todo}")
+    if "fixtures" in only:
+        for fx in fixtures:
+            if fx["rung"] not in rungs:
+                continue
+            sub = os.path.join(a.work, "fixtures", fx["name"].replace("/", "_"))
+            apply_fixture(root, fx, declared[fx["rung"]], sub)
+            parts, _meta, _ = grade.grade(grade_args(a, sub, [fx["rung"]], work, skip_performance=True, fail_fast=True))
+            ok, why = verdict(parts, fx["loses"])
+            record(f"fixture {fx['name']} (must lose {fx['loses']})", ok, why)
+    print(f"\nselftest: {len(rows)} checks, {failures} failed")
+    with open(os.path.join(a.work, "selftest.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(rows) + "\n")
+    return 1 if failures else 0

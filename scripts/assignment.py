@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Classroom assignments from the ladder: handouts for students and the autograder.
+
+  handout --rungs 03,04 --out DIR   a student repository: the chosen rungs' solutions become stubs
+  check-handout DIR                 no solution, hidden test, secret or mutant in a handout
+  grade [--submission DIR]          grades a submission (default: this tree) rung by rung
+  markers                           checks every solution and instructor marker of this tree
+  selftest                          (instructor) references get full marks, stubs and fixtures lose
+
+The same command grades a student's work locally and officially; the official run adds the
+secret seed and the hidden shapes (docs/assignments.md).
+"""
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "grader"))
+
+import grade  # noqa: E402
+import handout  # noqa: E402
+import markers  # noqa: E402
+import selftest  # noqa: E402
+
+
+def rung_list(text):
+    rungs = [r.strip() for r in text.split(",") if r.strip()]
+    for r in rungs:
+        if not (len(r) == 2 and r.isdigit()):
+            raise argparse.ArgumentTypeError(f"rungs are two-digit numbers separated by commas (03,04), got '{r}'")
+    if not rungs:
+        raise argparse.ArgumentTypeError("no rung given")
+    return sorted(set(rungs))
+
+
+def cmd_handout(args):
+    m = handout.write_handout(ROOT, args.rungs, args.out, stub_needed=args.stub_needed, force=args.force)
+    print(f"wrote {args.out}: rungs {', '.join(m['rungs'])} stubbed; student files:")
+    for rung, files in m["files"].items():
+        print(f"  {rung}: {' '.join(files)}")
+    print("checked: no solution line, marker, hidden test, secret or mutant in it")
+    return 0
+
+
+def cmd_check_handout(args):
+    problems = handout.check_handout(ROOT, args.dir)
+    for p in problems:
+        print(f"LEAK: {p}")
+    print(f"{args.dir}: " + ("clean" if not problems else f"{len(problems)} problem(s)"))
+    return 1 if problems else 0
+
+
+def cmd_markers(_args):
+    count = 0
+    for path in handout.repo_files(ROOT):
+        if path.startswith(("stages/", "tests/", "cmake/", "docs/")) or path == "CMakeLists.txt":
+            if not handout.is_text(path):
+                continue
+            parsed = handout.parse_file(ROOT, path)
+            for region in parsed.regions():
+                count += 1
+                if not region.stub:
+                    print(f"{path}:{region.begin_line}: region of rung(s) {' '.join(sorted(region.owners))} has no STUB line")
+                    return 1
+    print(f"{count} solution regions, all well formed")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    h = sub.add_parser("handout", help="write a student repository for the chosen rungs")
+    h.add_argument("--rungs", type=rung_list, required=True, help="comma-separated rungs, e.g. 03,04")
+    h.add_argument("--out", required=True, help="the folder to write (new or empty)")
+    h.add_argument("--stub-needed", action="store_true",
+                   help="also stub the earlier rungs' code that the chosen rungs use through stages/lib")
+    h.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    h.set_defaults(run=cmd_handout)
+    c = sub.add_parser("check-handout", help="check a handout for leaked solutions")
+    c.add_argument("dir")
+    c.set_defaults(run=cmd_check_handout)
+    k = sub.add_parser("markers", help="check the solution markers of this tree")
+    k.set_defaults(run=cmd_markers)
+    grade.add_parser(sub, ROOT)
+    if os.path.isdir(os.path.join(ROOT, "grader", "fixtures")):  # the instructor's tree
+        selftest.add_parser(sub, ROOT)
+    args = ap.parse_args(argv)
+    try:
+        return args.run(args)
+    except (handout.HandoutError, markers.MarkerError, selftest.FixtureError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
