@@ -42,6 +42,8 @@ def parse_fixture(path):
                 raise FixtureError(f"{path}: '--- end' without '--- replacement'")
             edits.append((orig, "\n".join(buf) + "\n"))
             mode = None
+        elif line.rstrip().endswith(("--- original", "--- replacement", "--- end")):
+            raise FixtureError(f"{path}: '{line}': a '--- ...' separator must be a line of its own")
         elif mode:
             buf.append(line)
         elif line.startswith("#") or not line.strip():

@@ -23,9 +23,10 @@ __host__ __device__ inline void ladder_todo(const char* what) {
 #endif
 }
 
-/// Uses its arguments, so a stub that leaves variables untouched compiles without warnings.
+/// Uses its arguments (by value: a constexpr host constant may be passed from device code), so a
+/// stub that leaves variables untouched compiles without warnings.
 template <typename... Ts>
-__host__ __device__ inline void ladder_unused(const Ts&...) {}
+__host__ __device__ inline void ladder_unused(Ts...) {}
 
 }  // namespace
 }  // namespace ladder
