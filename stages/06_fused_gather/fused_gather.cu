@@ -17,6 +17,7 @@
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
+#include "lib/todo.cuh"
 #include "lib/warp_reduce.cuh"
 
 namespace ladder {
@@ -51,6 +52,10 @@ __global__ void __launch_bounds__(kThreads)
   // The slot is addressed before the loop: a pointer stays in registers, where n and co held
   // across the loop would be spilled to local memory (ptxas, nvcc 13.0, sm_90).
   float* slot = partial_slot(partials, g, bc.n, bc.part, p.out_channels, co);
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("conv_pool_gather, the pool in registers: thread tid computes the convT outputs of pixels pix_begin + tid, + kThreads, ... below pix_end of plane (bc.n, co) with gather_output (lib/conv_transpose_gather.cuh, started from 0, not the conv bias; row oh = pix / p.out_w, column ow = pix % p.out_w) and adds them into the register sum instead of storing them");
+  // STUB: float sum = 0.0f;
+  // STUB: ladder_unused(tid, p, x, weight, bc, co, pix_begin, pix_end);
   float sum = 0.0f;  // this thread's outputs, added as they are computed
   // Pixel indices fit in 31 bits (validate() bounds the plane); unsigned so i + 256 cannot wrap.
   const unsigned count = unsigned(pix_end - pix_begin);
@@ -59,7 +64,11 @@ __global__ void __launch_bounds__(kThreads)
     const int oh = pix / p.out_w, ow = pix - oh * p.out_w;
     sum += gather_output(p, x, weight, bc.n, co, oh, ow, 0.0f);  // stage 01: out[idx] = ...
   }
+  // END SOLUTION
 
+  // BEGIN SOLUTION 04 06
+  // STUB: ladder_todo("conv_pool_gather, the block's partial: add the kThreads values of sum in a fixed order (warp_allreduce_sum in each warp, lane 0 puts its warp's sum in warp_sums[warp], a barrier, then thread 0 adds the kWarps slots in warp order) and thread 0 writes the result once to *slot: no atomics");
+  // STUB: ladder_unused(sum, slot, lane, warp, warp_sums);
   sum = warp_allreduce_sum(sum);
   if (lane == 0) warp_sums[warp] = sum;
   __syncthreads();
@@ -69,6 +78,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kWarps; ++w) s += warp_sums[w];
     *slot = s;
   }
+  // END SOLUTION
 }
 
 // ---- stage 06 kernels: end -----------------------------------------------------------------

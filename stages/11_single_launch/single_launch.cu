@@ -22,6 +22,7 @@
 #include "lib/aligned_split.cuh"
 #include "lib/register_stage.hpp"
 #include "lib/tap_window.cuh"
+#include "lib/todo.cuh"
 #include "lib/warp_reduce.cuh"
 #include "logsumexp.hpp"
 #include "stage.hpp"
@@ -64,11 +65,16 @@ struct Workspace {
 /// Pool: the sum of one chunk of one plane of x, returned to every thread of the block.
 __device__ inline float chunk_sum_of(const Params& p, const float* __restrict__ x, int plane, int chunk,
                                      float* scratch) {
+  // BEGIN SOLUTION 10
+  // STUB: ladder_todo("chunk_sum_of (as in stage 10): the sum of chunk `chunk` (p.chunk_elems floats, the plane's last chunk shorter) of plane `plane` of x (p.plane_elems floats a plane), every thread's share with 16-byte loads (chunk_partial_sum, lib/aligned_split.cuh) and the block's sum in a fixed order (block_allreduce_sum, lib/warp_reduce.cuh, scratch its kWarps floats), returned to every thread");
+  // STUB: ladder_unused(p, x, plane, chunk, scratch);
+  // STUB: return 0.0f;
   const int64_t begin = int64_t(chunk) * p.chunk_elems;
   const int64_t left = p.plane_elems - begin;
   const int len = int(left < p.chunk_elems ? left : p.chunk_elems);
   const float mine = chunk_partial_sum<kBlock, kUnroll>(x + int64_t(plane) * p.plane_elems + begin, len);
   return block_allreduce_sum<kBlock>(mine, scratch);
+  // END SOLUTION
 }
 
 /// Conv, for one (n, ci) plane with sum S, by one block: R for every tap (lib/tap_window.cuh;
@@ -78,6 +84,9 @@ __device__ inline void contract_plane(const Params& p, const float* __restrict__
                                       const float* __restrict__ weight, int plane, float S,
                                       const Workspace& ws, float* scratch) {
   const ConvParams& c = p.conv;
+  // BEGIN SOLUTION 10
+  // STUB: ladder_todo("contract_plane (as in stage 10): for plane = n * Cin + ci with sum S, write R (ws.tap_sum, p.taps floats a plane) for every tap with plane_tap_sums (lib/tap_window.cuh; block_sum: block_allreduce_sum over scratch), make it visible to the block, then for each output channel j < Cout/g of ci's group write ws.contrib[plane * Cout/g + j] = sum over taps t of weight[ci, j, t] * R[t], in fp64");
+  // STUB: ladder_unused(c, p, x, weight, plane, S, ws, scratch);
   float* R = ws.tap_sum + int64_t(plane) * p.taps;
   plane_tap_sums(c, p.has_border, x + int64_t(plane) * p.plane_elems, S, R,
                  [&](float v) { return block_allreduce_sum<kBlock>(v, scratch); });
@@ -92,6 +101,7 @@ __device__ inline void contract_plane(const Params& p, const float* __restrict__
     for (int t = 0; t < p.taps; ++t) a += double(__ldg(w + t)) * double(R[t]);
     contrib[j] = a;
   }
+  // END SOLUTION
 }
 
 /// Conv, the sum over input channels for the 32 channels co = base + lane of sample n:
@@ -105,6 +115,10 @@ __device__ inline float channel_tile_pooled(const Params& p, const double* contr
                                             const float* __restrict__ conv_bias, int n, int base,
                                             double (*slice)[32]) {
   const ConvParams& c = p.conv;
+  // BEGIN SOLUTION 10 11
+  // STUB: ladder_todo("channel_tile_pooled (stage 10's, reading the slots through L2): for co = base + lane, pooled = conv_bias[co] + (sum over the Cin/g input channels ci of co's group of contrib[n, ci, co mod Cout/g]) / (Hout * Wout), the sum in fp64 and in a fixed order (warp w adds ci = w, w + kWarps, ..., then warp 0 adds the kWarps sums from slice in warp order); the slots were written by other blocks of this launch, so read them with __ldcg, never through this SM's L1; returned in warp 0 for co < Cout; every thread calls it");
+  // STUB: ladder_unused(c, p, contrib, conv_bias, n, base, slice);
+  // STUB: return 0.0f;
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) / 32, co = base + lane;
   double part = 0.0;
   if (co < c.out_channels) {
@@ -127,6 +141,7 @@ __device__ inline float channel_tile_pooled(const Params& p, const double* contr
   }
   __syncthreads();  // slice may be rewritten at once
   return pooled;
+  // END SOLUTION
 }
 
 /// The last-block pattern. Every thread of a block calls this once the block has written what
@@ -139,6 +154,10 @@ __device__ inline float channel_tile_pooled(const Params& p, const double* contr
 /// it again in this launch, and the next launch runs after this one in stream order, so it
 /// finds the counter at zero with no memset.
 __device__ inline bool arrive_last(unsigned* counter, unsigned expected, bool* last) {
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("arrive_last, the last-block pattern: count this block in *counter (expected blocks share it) once all its threads' writes are done, with an atomic add by one thread whose release makes the block's writes visible device-wide before the count; the block that brings the count to `expected` takes an acquire fence (then every other block's published writes are visible to it), resets *counter to 0 for the next launch, and returns true in all its threads (*last, in shared memory, tells them); every other block returns false");
+  // STUB: ladder_unused(counter, expected, last);
+  // STUB: return false;
   __syncthreads();
   if (threadIdx.x == 0) {
     cuda::atomic_ref<unsigned, cuda::thread_scope_device> count(*counter);
@@ -150,6 +169,7 @@ __device__ inline bool arrive_last(unsigned* counter, unsigned expected, bool* l
   }
   __syncthreads();
   return *last;
+  // END SOLUTION
 }
 
 /// The whole pipeline in one launch: x -> pooled, y.

@@ -17,6 +17,7 @@
 #include "conv_params.hpp"
 #include "problem.hpp"
 #include "tap_range.hpp"
+#include "lib/todo.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.
@@ -49,6 +50,10 @@ struct TapPlan {
   Rect rect[4];  // unused rects are empty
 };
 __host__ __device__ inline TapPlan plan_tap(Span rows, Span cols, int H, int W) {
+  // BEGIN SOLUTION 10
+  // STUB: ladder_todo("plan_tap: how R of a tap whose input rows [rows.lo, rows.hi) and columns [cols.lo, cols.hi) of an H x W plane are reached is formed: Zero if either range is empty, Whole if the window is the whole plane, Direct (rect[0] = the window) if the window is at most half the plane, else Frame: rect[0..3] = the top strip and the bottom strip over full rows, then the left and the right strip over the rows in between (disjoint; unused rects empty)");
+  // STUB: ladder_unused(rows, cols, H, W);
+  // STUB: return TapPlan{TapMode::Zero, {}};
   TapPlan t{TapMode::Zero, {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}};
   if (rows.hi == rows.lo || cols.hi == cols.lo) return t;
   if (rows.lo == 0 && rows.hi == H && cols.lo == 0 && cols.hi == W) {
@@ -67,6 +72,7 @@ __host__ __device__ inline TapPlan plan_tap(Span rows, Span cols, int H, int W) 
   t.rect[2] = {rows.lo, rows.hi, 0, cols.lo};  // left strip
   t.rect[3] = {rows.lo, rows.hi, cols.hi, W};  // right strip
   return t;
+  // END SOLUTION
 }
 
 /// The plan of tap (kh, kw) of a problem.
@@ -97,6 +103,9 @@ __device__ inline float rect_partial(const float* __restrict__ plane, int W, Rec
 template <typename BlockSum>
 __device__ void plane_tap_sums(const ConvParams& c, bool has_border, const float* __restrict__ plane, float S,
                                float* __restrict__ R, BlockSum block_sum) {
+  // BEGIN SOLUTION 10
+  // STUB: ladder_todo("plane_tap_sums: write R[t] for every tap t = kh * kernel_w + kw of the plane (one block, every thread calls it): without a border (has_border false) every R[t] is S; else plan_tap(c, kh, kw) says how: Whole: S, Zero: 0, Direct: the block's sum (block_sum) of the rect[0] window, Frame: S minus the block's sum of the four border rects (rect_partial gives a thread's share of a rect)");
+  // STUB: ladder_unused(c, has_border, plane, S, R, block_sum);
   const int taps = c.kernel_h * c.kernel_w;
   if (!has_border) {
     for (int t = int(threadIdx.x); t < taps; t += int(blockDim.x)) R[t] = S;
@@ -114,6 +123,7 @@ __device__ void plane_tap_sums(const ConvParams& c, bool has_border, const float
     }
     if (threadIdx.x == 0) R[t] = r;
   }
+  // END SOLUTION
 }
 
 /// Host side, before a launch: true if some tap's window misses part of the plane (padding
