@@ -249,7 +249,8 @@ expect_dense() {
 }
 
 # Every stage of the list: a GPU stage's kernels use no local memory and show its idea.
-only=" ${LADDER_SASS_STAGES//,/ } "
+only=" ${LADDER_SASS_STAGES:-} "
+only=${only//,/ }
 for i in "${!ids[@]}"; do
   id=${ids[$i]} name=${names[$i]}
   if [ -n "${LADDER_SASS_STAGES:-}" ] && [[ "$only" != *" $id "* ]]; then continue; fi
