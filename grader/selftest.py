@@ -164,13 +164,16 @@ def run(a, root):
         for r in rungs:
             mine = [p for p in parts if p.rung.startswith(r + " ")]
             pub, pub_max, skip = points(mine, "public")
-            hid, _hm, _ = points(mine, "hidden")
+            hid, hid_max, _ = points(mine, "hidden")
             todo = any("TODO(stage" in p.output for p in mine)
             tech, tech_max, _ = points(mine, "technique")
             if skip:  # no GPU: the static half, the stub's machine code lacks the idea
                 record(f"stub {r} (static)", tech < tech_max, f"technique {tech:g} / {tech_max:g}")
             else:
-                record(f"stub {r}", pub + hid == 0 and todo, f"correctness {pub + hid:g}; TODO message shown: {todo}")
+                # Zero where every path of the rung is stubbed; rungs 07-09 keep their given general
+                # kernel for the problems their tiled path does not take, whose points a stub keeps.
+                record(f"stub {r}", pub + hid < (pub_max + hid_max) / 2 and todo,
+                       f"correctness {pub + hid:g} of {pub_max + hid_max:g}; TODO message shown: {todo}")
     if "fixtures" in only:
         for fx in fixtures:
             if fx["rung"] not in rungs:
