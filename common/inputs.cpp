@@ -9,14 +9,6 @@ namespace ladder {
 
 namespace {
 
-// SplitMix64's finalizer: a bijective mix, good enough to turn counters into random bits.
-uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 constexpr double kPi = 3.14159265358979323846;
 
 enum Stream : uint64_t { kX = 1, kWeight, kConvBias, kBias, kPlaneMean, kPlaneRamp };
@@ -138,11 +130,6 @@ double exact_sum_bound(const Problem& p, const HostInputs& in) {
       bound = std::max(bound, s);
     }
   return bound;
-}
-
-float uniform01(uint64_t seed, uint64_t stream, uint64_t index) {
-  const uint64_t bits = mix64(mix64(seed ^ (stream << 56)) + index);
-  return float(bits >> 40) * (1.0f / 16777216.0f);  // 24 random bits: exact in fp32, < 1
 }
 
 float standard_normal(uint64_t seed, uint64_t stream, uint64_t index) {

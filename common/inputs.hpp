@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "problem.hpp"
+#include "uniform01.hpp"  // uniform01(seed, stream, index), mix64
 
 namespace ladder {
 
@@ -66,8 +67,6 @@ double exact_sum_bound(const Problem& p, const HostInputs& in);
 /// integer, or the sum bound when it is not below kExactSumLimit.
 void check_exact_inputs(const Problem& p, const HostInputs& in);
 
-/// The counter-based generator: uniform float in [0, 1) for (seed, stream, index).
-float uniform01(uint64_t seed, uint64_t stream, uint64_t index);
 /// Standard normal via Box-Muller on two counter-based uniforms.
 float standard_normal(uint64_t seed, uint64_t stream, uint64_t index);
 

@@ -1,6 +1,6 @@
 // Fresh inputs for every timed repetition of grade_timing: uniform [0, 1) values (like
-// torch.rand) drawn on the device from a hash of (seed, repetition, index), so each repetition's
-// input is new to every contender and the refill costs a fraction of a millisecond per GB.
+// torch.rand) drawn on the device by the project's generator, common/uniform01.hpp, so each
+// repetition's input is new to every contender.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,24 +9,20 @@
 #include <cstdint>
 
 #include "cuda_check.hpp"
+#include "uniform01.hpp"
 
 namespace ladder {
 namespace {
 
-/// splitmix64's finalizer: a well-mixed 64-bit hash of z.
-__device__ inline uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+/// The refills' generator stream, apart from make_inputs' (1-6) and the pool-only tensor's (80, 81).
+constexpr uint64_t kFreshStream = 90;
 
-/// Fills data[0..n) (device memory, fp32) with values in [0, 1): data[i] holds 24 bits of a hash
-/// of (seed, rep, i). Grid-stride loop: any grid covers any n.
+/// Fills data[0..n) (device memory, fp32) with repetition `rep`'s values in [0, 1): the project's
+/// counter-based generator (common/uniform01.hpp) at indices rep*n + i of stream kFreshStream.
+/// Grid-stride loop: any grid covers any n.
 __global__ void fill_fresh(float* data, int64_t n, uint64_t seed, uint64_t rep) {
-  const uint64_t key = mix64(seed ^ mix64(rep));
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    data[i] = float(mix64(key + uint64_t(i)) >> 40) * (1.0f / 16777216.0f);
+    data[i] = uniform01(seed, kFreshStream, rep * uint64_t(n) + uint64_t(i));
 }
 
 /// Enqueues fill_fresh over data[0..n) on `stream`: repetition `rep`'s input. Throws CudaError.

@@ -219,9 +219,9 @@ def grade_rung(args, r, folder, ctx):
             san_lines.append(f"{tool}: skipped: " + (out.splitlines()[-1] if out else ""))
         else:
             san_lines.append(f"{tool}: clean")
-    cap = cfg["sanitizer_cap"] if san_fail else 1.0
-    if bad or not ok:
-        cap = 0.0 if bad else cap  # integrity: no correctness points; technique alone: its own points
+    # A sanitizer error caps correctness; an integrity failure leaves none (technique alone costs
+    # only its own points).
+    cap = 0.0 if bad else (cfg["sanitizer_cap"] if san_fail else 1.0)
     todo_text = ("\n".join(sorted(todos)) + "\n") if todos else ""
     capped = f"\n(capped at {cap:.0%} by the sanitizer)" if cap < 1 and san_fail else ""
     capped += "\n(no correctness points: integrity check failed)" if bad else ""
@@ -318,7 +318,6 @@ def grade(args):
             ctx["gpu_why"] = "nothing compiled"
         else:
             ctx["gpu"], ctx["gpu_why"] = runs.gpu_available(runs.stage_program(build_dir, folders[first]), first)
-            ctx["gpu_why"] = ctx["gpu_why"] or ""
     parts = []
     for r in rungs:
         parts.extend(grade_rung(args, r, folders[r], ctx))

@@ -107,7 +107,7 @@ def parse(path, text, default_owner=None):
     return Parsed(path, parts)
 
 
-def render(parsed, stubbed_owners, comment="//"):
+def render(parsed, stubbed_owners):
     """The handout's text of a parsed file: the regions of `stubbed_owners` become their stubs,
     the other regions their solutions, instructor lines vanish, markers vanish."""
     out = []

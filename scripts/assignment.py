@@ -53,9 +53,7 @@ def cmd_check_handout(args):
 def cmd_markers(_args):
     count = 0
     for path in handout.repo_files(ROOT):
-        if path.startswith(("stages/", "tests/", "cmake/", "docs/")) or path == "CMakeLists.txt":
-            if not handout.is_text(path):
-                continue
+        if handout.has_markers(path) and not path.startswith(("results/", "profiles/", "notebooks/")):
             parsed = handout.parse_file(ROOT, path)
             for region in parsed.regions():
                 count += 1
