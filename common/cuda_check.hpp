@@ -18,6 +18,11 @@ class CudaError : public std::runtime_error {
   cudaError_t code_;
 };
 
+/// What to do about the errors a course machine meets first, as ". <advice>": a binary built for
+/// another GPU (it names the architectures built and this GPU's), or a toolkit newer than the
+/// driver (Colab's T4 driver runs CUDA 12.x only). Empty for every other error.
+std::string cuda_error_hint(cudaError_t code);
+
 [[noreturn]] void throw_cuda_error(cudaError_t code, const char* expr, const char* file, int line);
 
 inline void cuda_check(cudaError_t code, const char* expr, const char* file, int line) {

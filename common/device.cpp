@@ -1,6 +1,8 @@
 #include "device.hpp"
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace ladder {
 
@@ -8,7 +10,7 @@ bool cuda_device_available(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e) + cuda_error_hint(e);
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return false;
   }
@@ -63,6 +65,22 @@ double dram_peak_gbps(std::string* formula) {
     *formula = buf;
   }
   return gbps;
+}
+
+size_t shared_memory_per_block_limit() {
+  int dev = 0, optin = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  size_t limit = size_t(optin);
+  if (const char* v = std::getenv(kSharedMemoryLimitVariable); v && *v) {
+    char* end = nullptr;
+    const unsigned long long asked = std::strtoull(v, &end, 10);
+    if (*end != '\0' || asked == 0 || v[0] == '-')
+      throw std::invalid_argument(std::string(kSharedMemoryLimitVariable) + "='" + v +
+                                  "' is not a positive number of bytes (e.g. 65536 for a T4's 64 KiB)");
+    if (asked < limit) limit = size_t(asked);
+  }
+  return limit;
 }
 
 std::string format_bytes(double bytes) {

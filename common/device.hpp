@@ -29,6 +29,17 @@ double fp32_peak_tflops(std::string* formula = nullptr);
 /// device reports either attribute as 0. `formula` receives the numbers used.
 double dram_peak_gbps(std::string* formula = nullptr);
 
+/// The dynamic shared memory one block may opt in to on the current device, in bytes:
+/// cudaDevAttrMaxSharedMemoryPerBlockOptin (64 KiB on sm_75, 163 KiB on sm_80, 99 KiB on sm_86
+/// and sm_89, 227 KiB on sm_90), or less where the environment variable
+/// LADDER_SHARED_MEMORY_LIMIT=<bytes> asks for less: the tests use it to run a small GPU's
+/// shared-memory plans on a large one. Throws CudaError without a device and
+/// std::invalid_argument when the variable is set but not a positive integer.
+size_t shared_memory_per_block_limit();
+
+/// The environment variable that lowers shared_memory_per_block_limit().
+inline constexpr const char* kSharedMemoryLimitVariable = "LADDER_SHARED_MEMORY_LIMIT";
+
 /// Thrown when an allocation does not fit: names what it was for, bytes needed and free.
 class DeviceMemoryError : public std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -99,6 +99,14 @@ struct StageDescriptor {
   void (*run_pool)(const PoolArgs&) = nullptr;
   /// Bytes of PoolArgs::workspace that run_pool needs; nullptr: none.
   size_t (*pool_workspace_bytes)(const Problem&) = nullptr;
+  /// Optional: the dynamic shared memory per block that the stage's plan for a problem takes on
+  /// the current device, in bytes (0: a path without dynamic shared memory). Plans fit the
+  /// device's opt-in limit (shared_memory_per_block_limit); the tests hold them to it.
+  size_t (*shared_memory_bytes)(const Problem&) = nullptr;
+  /// Optional: how the stage departs from its idea on the current device, in one sentence (stage
+  /// 09 below sm_80: no cp.async); empty where it does not. The ladder prints it and keeps it as
+  /// the stage's note. Throws CudaError.
+  std::string (*device_note)() = nullptr;
   /// The phases this stage changes from the one before it. The ladder's "speedup" (vs previous)
   /// compares the sum of these phases in both stages, so a rung that changes only the pool is
   /// not drowned by an unchanged convolution. Empty: the whole run (total time).

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -123,6 +124,9 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
       report.fp32_peak_tflops = fp32_peak_tflops(&report.fp32_peak_formula);
       report.dram_peak_gbps = dram_peak_gbps(&report.dram_peak_formula);
       note(opt, "device: " + report.device);
+      const size_t smem = shared_memory_per_block_limit();
+      note(opt, "shared memory per block: " + std::to_string(smem / 1024) + " KiB opt-in" +
+                    (std::getenv(kSharedMemoryLimitVariable) ? std::string(" (as lowered by ") + kSharedMemoryLimitVariable + ")" : ""));
       gpu = std::make_unique<GpuSession>(p, in);
       report.floor_ms = gpu->time_streaming_read(opt.warmup, opt.reps, opt.flush_l2);
       // The spread is known when the floor is the median of the session's last timing loop.
@@ -197,6 +201,10 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
         r.pooled = std::move(t.pooled);
         r.y = std::move(t.y);
         r.ran = true;
+        if (s.device_note) {
+          r.note = s.device_note();
+          if (!r.note.empty()) note(opt, label + ": note: " + r.note);
+        }
       }
     } catch (const std::exception& e) {
       r.failed = true;

@@ -18,6 +18,7 @@
 
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
+#include "device.hpp"
 #include "lib/conv_pool_general.cuh"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
@@ -239,7 +240,8 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_register_tile(TiledArgs
 // ---- stage 08 kernels: end -----------------------------------------------------------------
 
 /// The launch plan of a problem: which kernel, how the work is split, how much shared memory.
-/// A pure function of the problem, so workspace_bytes, prepare and run always agree.
+/// A pure function of the problem and the device's shared-memory limit, so workspace_bytes,
+/// prepare and run always agree.
 struct Plan {
   bool fast = false;  ///< the tiled kernel; else conv_pool_general
   int kernel_w = 0, ci_chunk = 0, patch_rows = 0, tiles_w = 0;
@@ -252,17 +254,20 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 Plan make_plan(const Problem& pr) {
   pr.validate();
   Plan q;
+  // The device's opt-in limit caps the budget: 64 KiB per block on sm_75 (T4), 99 KiB on sm_86
+  // and sm_89; fewer input channels per chunk fit there, and none at all means the general path.
+  const int64_t budget = std::min<int64_t>(kSmemBudget, int64_t(shared_memory_per_block_limit()));
   const int64_t rows = kTileRows + (pr.kernel_size.h - 1) * pr.dilation.h;
   const int64_t per_ci_bytes = int64_t(sizeof(float)) * (rows * kPitch + pr.kernel_size.h * pr.kernel_size.w * kCoTile);
   q.fast = pr.stride.h == 1 && pr.stride.w == 1 && pr.dilation.w == 1 && pr.kernel_size.w <= kMaxKernelW &&
-           kBuffers * per_ci_bytes <= kSmemBudget;
+           kBuffers * per_ci_bytes <= budget;
   if (!q.fast) {
     q.g = general_grid(pr);
     return q;
   }
   q.kernel_w = int(pr.kernel_size.w);
   q.patch_rows = int(rows);
-  q.ci_chunk = int(std::min<int64_t>({kMaxCiChunk, pr.in_per_group(), kSmemBudget / (kBuffers * per_ci_bytes)}));
+  q.ci_chunk = int(std::min<int64_t>({kMaxCiChunk, pr.in_per_group(), budget / (kBuffers * per_ci_bytes)}));
   q.smem_bytes = size_t(kBuffers * q.ci_chunk) * size_t(per_ci_bytes);
   q.tiles_w = int(ceil_div(pr.out_w(), kTileCols));
   const int64_t units = ceil_div(pr.out_h(), kTileRows) * q.tiles_w;
@@ -278,6 +283,9 @@ Plan make_plan(const Problem& pr) {
 /// Workspace: the partial sums (N, parts, Cout) fp32: O(N * Cout * parts), 1 MiB at the
 /// KernelBench size; deterministic (each partial written once, summed in a fixed order).
 size_t workspace_bytes(const Problem& p) { return partials_bytes(p, make_plan(p).g.parts); }
+
+/// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
+size_t shared_memory_bytes(const Problem& p) { return make_plan(p).smem_bytes; }
 
 /// Calls f(kernel) with the tiled kernel for q.kernel_w (1..kMaxKernelW).
 template <typename F>
@@ -332,6 +340,7 @@ LADDER_REGISTER_STAGE(d) {
   d.idea = "register tiling: 8 pixels x 8 channels per thread, each shared-memory load feeds 8 FMAs";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
+  d.shared_memory_bytes = shared_memory_bytes;
   d.prepare = prepare;     // cudaFuncSetAttribute, once per problem, outside the timed region
   d.deterministic = true;  // partials written once, summed in a fixed order: no float atomics
 }

@@ -9,8 +9,8 @@
 //               (lib/conv_pool_general.cuh), as in stages 07 and 08;
 //  - finish:    partials summed in a fixed order, mean, conv bias, log-sum-exp
 //               (lib/fused_partials.cuh).
-// Below sm_80 the cp.async helpers compile to plain copies (then the kernel is stage 08's
-// with two buffers and no overlap).
+// Below sm_80 (T4, RTX 20xx) there is no cp.async: the helpers compile to plain copies, the
+// kernel is stage 08's with two buffers and no overlap, and the stage says so (device_note).
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -18,6 +18,7 @@
 
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
+#include "device.hpp"
 #include "lib/conv_pool_general.cuh"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
@@ -275,7 +276,8 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_async_copy(TiledArgs a)
 // ---- stage 09 kernels: end -----------------------------------------------------------------
 
 /// The launch plan of a problem: which kernel, how the work is split, how much shared memory.
-/// A pure function of the problem, so workspace_bytes, prepare and run always agree.
+/// A pure function of the problem and the device's shared-memory limit, so workspace_bytes,
+/// prepare and run always agree.
 struct Plan {
   bool fast = false;  ///< the tiled kernel; else conv_pool_general
   int kernel_w = 0, ci_chunk = 0, patch_rows = 0, tiles_w = 0;
@@ -288,17 +290,20 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 Plan make_plan(const Problem& pr) {
   pr.validate();
   Plan q;
+  // The device's opt-in limit caps the budget: 64 KiB per block on sm_75 (T4), 99 KiB on sm_86
+  // and sm_89; fewer input channels per chunk fit there, and none at all means the general path.
+  const int64_t budget = std::min<int64_t>(kSmemBudget, int64_t(shared_memory_per_block_limit()));
   const int64_t rows = kTileRows + (pr.kernel_size.h - 1) * pr.dilation.h;
   const int64_t per_ci_bytes = int64_t(sizeof(float)) * (rows * kPitch + pr.kernel_size.h * pr.kernel_size.w * kCoTile);
   q.fast = pr.stride.h == 1 && pr.stride.w == 1 && pr.dilation.w == 1 && pr.kernel_size.w <= kMaxKernelW &&
-           kBuffers * per_ci_bytes <= kSmemBudget;
+           kBuffers * per_ci_bytes <= budget;
   if (!q.fast) {
     q.g = general_grid(pr);
     return q;
   }
   q.kernel_w = int(pr.kernel_size.w);
   q.patch_rows = int(rows);
-  q.ci_chunk = int(std::min<int64_t>({kMaxCiChunk, pr.in_per_group(), kSmemBudget / (kBuffers * per_ci_bytes)}));
+  q.ci_chunk = int(std::min<int64_t>({kMaxCiChunk, pr.in_per_group(), budget / (kBuffers * per_ci_bytes)}));
   q.smem_bytes = size_t(kBuffers * q.ci_chunk) * size_t(per_ci_bytes);
   q.tiles_w = int(ceil_div(pr.out_w(), kTileCols));
   const int64_t units = ceil_div(pr.out_h(), kTileRows) * q.tiles_w;
@@ -314,6 +319,9 @@ Plan make_plan(const Problem& pr) {
 /// Workspace: the partial sums (N, parts, Cout) fp32: O(N * Cout * parts), 1 MiB at the
 /// KernelBench size; deterministic (each partial written once, summed in a fixed order).
 size_t workspace_bytes(const Problem& p) { return partials_bytes(p, make_plan(p).g.parts); }
+
+/// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
+size_t shared_memory_bytes(const Problem& p) { return make_plan(p).smem_bytes; }
 
 /// Calls f(kernel) with the tiled kernel for q.kernel_w (1..kMaxKernelW).
 template <typename F>
@@ -361,6 +369,17 @@ void run(const GpuStageArgs& a) {
   launch_finish_pooled_logsumexp(p, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
 }
 
+/// Below sm_80 this rung's idea is missing from the machine code: says so, once per run.
+std::string device_note() {
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major >= 8) return "";
+  return "cp.async needs sm_80 or newer; on this sm_" + std::to_string(major) + std::to_string(minor) +
+         " GPU the copies are synchronous (stage 08 with two buffers, no overlap)";
+}
+
 }  // namespace
 
 LADDER_REGISTER_STAGE(d) {
@@ -368,6 +387,8 @@ LADDER_REGISTER_STAGE(d) {
   d.idea = "cp.async double buffering: the next chunk's copies overlap this chunk's FMAs";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
+  d.shared_memory_bytes = shared_memory_bytes;
+  d.device_note = device_note;  // below sm_80: no cp.async
   d.prepare = prepare;     // cudaFuncSetAttribute, once per problem, outside the timed region
   d.deterministic = true;  // partials written once, summed in a fixed order: no float atomics
 }
