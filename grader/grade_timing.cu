@@ -5,10 +5,15 @@
 // flushed and its outputs poisoned; the contenders take turns at going first after the refill.
 // After each timed repetition the student's outputs are checked against the reference's on that
 // repetition's input, so an output cached from an earlier run, or computed lazily, fails.
+// Each launch is also timed on the host, from its first enqueue to cudaDeviceSynchronize: work
+// the CUDA events miss (done on the host, or on another stream, before the first mark or after
+// the last) shows up as wall time the events do not cover, and fails the timing.
 // CMake (grader/CMakeLists.txt) links the two stages and names their descriptors:
 // GRADE_STUDENT_SYMBOL and, optionally, GRADE_REFERENCE_SYMBOL.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -79,8 +84,15 @@ struct Contender {
   DeviceBuffer<float> pooled, y;           ///< y is empty in pool mode, both for the floor
   DeviceBuffer<unsigned char> workspace;
   std::function<void(PhaseMarks&)> enqueue;
-  std::vector<double> ms;  ///< one per timed repetition
+  std::vector<double> ms;       ///< CUDA-event time, one per timed repetition
+  std::vector<double> wall_ms;  ///< host wall time of the same launches
 };
+
+/// Host wall time a launch may take beyond its CUDA-event time: launch latency and host-side
+/// planning. At least 0.25 ms and a quarter of the event time, and twice what the reference needs.
+double uncovered_allowance_ms(double event_ms, double reference_uncovered_ms) {
+  return std::max({0.25, 0.25 * event_ms, 2.0 * reference_uncovered_ms});
+}
 
 std::vector<double> to_host(const DeviceBuffer<float>& d) {
   std::vector<float> h(d.size());
@@ -206,14 +218,17 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
         for (const DeviceBuffer<float>* b : {&c.pooled, &c.y})
           if (b->size()) CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream));
         flush_l2(stream);
+        CUDA_CHECK(cudaStreamSynchronize(stream));  // the wall clock starts on an idle device
         StartMark marks(start, stream);
+        const auto t0 = std::chrono::steady_clock::now();
         c.enqueue(marks);
         if (!marks.marked) throw std::logic_error("marked no phase (call marks.begin before the first enqueue)");
         CUDA_CHECK(cudaEventRecord(stop, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
+        CUDA_CHECK(cudaDeviceSynchronize());  // every stream: work launched elsewhere is waited for
+        const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         float ms = 0;
         CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        if (timed) c.ms.push_back(ms);
+        if (timed) c.ms.push_back(ms), c.wall_ms.push_back(wall);
       });
     }
     if (!timed) continue;
@@ -241,6 +256,22 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
     out["reference"] = spread_json(cs[1]->ms);
     out["ratio_to_reference"] = median(stu.ms) / median(cs[1]->ms);
   }
+  // The events must cover the launch: the host wall time beyond them stays within an allowance.
+  const double uncovered = median(stu.wall_ms) - median(stu.ms);
+  const double ref_uncovered = reference ? std::max(0.0, median(cs[1]->wall_ms) - median(cs[1]->ms)) : 0.0;
+  const double allowance = uncovered_allowance_ms(median(stu.ms), ref_uncovered);
+  out["student_wall"] = spread_json(stu.wall_ms);
+  out["uncovered_ms"] = uncovered;
+  out["uncovered_allowance_ms"] = allowance;
+  if (uncovered > allowance) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "the host wall time of a launch (median %.3f ms) exceeds its CUDA-event time (%.3f ms) by "
+                  "%.3f ms, more than the %.3f ms allowed: the stage does work the events do not time (on the "
+                  "host, or on another stream, outside its marks)",
+                  median(stu.wall_ms), median(stu.ms), uncovered, allowance);
+    out["error"] = std::string(buf);
+  }
   out["mismatches"] = mismatches;
   out["checked_reps"] = checked;
   if (!first_mismatch.empty()) out["first_mismatch"] = first_mismatch;
@@ -249,7 +280,7 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
                 "outputs poisoned before every launch; contenders in rotating order. " +
                 (reference ? "Student checked against the reference at twice the fp32 tolerance of the first input."
                            : "No reference solution linked: the student's outputs checked for NaN and Inf only.");
-  return mismatches ? 1 : 0;
+  return mismatches || out.contains("error") ? 1 : 0;
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #   pool_before_conv: 128-bit loads and warp shuffles in its plane-sum kernel
 #   single_launch:   an atomic arrival counter, a fence and 128-bit loads in its one kernel
 #   every GPU stage: no local memory (LDL/STL) in any kernel: no spills, no stack arrays.
+# A build for several architectures is checked as a whole: each idea must show in the code of
+# at least one of them, and no architecture's code may use local memory.
 # The expectations are keyed by stage name (the folder name without its number), so renumbering
 # keeps them. Every GPU stage must have an entry in stage_idea below (an empty one when the
 # common check is all): a GPU stage without one fails, so a new stage cannot pass unchecked.
@@ -77,7 +79,11 @@ stage_idea() {
     register_tiling)
       expect "$id" register_tile "128-bit shared-memory loads" "${op}LDS(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
       expect_dense "$id" register_tile "FFMAs" "${op}FFMA([.[:space:]]|$)" 128 75 ;;
-    async_copy)
+    async_copy)  # cp.async is sm_80's: a build with sm_75 code only cannot show it
+      if [ -z "$check_only" ] && ! grep -Eq 'arch = sm_(8[0-9]|9[0-9]|[1-9][0-9]{2})' "$tmp/$id.sass"; then
+        fail "stage $id: this build has no sm_80 or newer code, and cp.async (LDGSTS) needs sm_80;" \
+             "build for one such architecture too, e.g. -DCMAKE_CUDA_ARCHITECTURES=\"75;80\""
+      fi
       expect "$id" async_copy "asynchronous global-to-shared copies" "${op}LDGSTS([.[:space:]]|$)"
       expect "$id" async_copy "waits on copy groups" "${op}(LDGDEPBAR|DEPBAR)([.[:space:]]|$)"
       expect_dense "$id" async_copy "FFMAs" "${op}FFMA([.[:space:]]|$)" 128 75 ;;

@@ -48,7 +48,13 @@ constexpr int kPitch = kTileCols + kMaxKernelW - 1;
 constexpr int kMaxCiChunk = 8;               // input channels staged per step
 constexpr int kBuffers = 1;                  // one buffer: copy, barrier, compute, barrier
 constexpr int kSmemBudget = 96 * 1024;       // dynamic shared memory per block at most
-constexpr int kMinBlocks = 6;                // resident blocks per SM the registers must allow
+// Resident blocks per SM the registers must allow: 6 (1536 threads); an sm_75 SM holds 1024
+// threads, so 4 there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
+constexpr int kMinBlocks = 4;
+#else
+constexpr int kMinBlocks = 6;
+#endif
 constexpr int64_t kTargetBlocks = 16384;     // about 20 waves of 6 blocks on 132 SMs
 static_assert(kThreads % kCoTile == 0 && kThreads >= kPitch, "fixed per-thread copy roles");
 static_assert(kTileRows * kTileCols == 32, "one warp covers one tile");
