@@ -224,13 +224,16 @@ def cxx_standard(torch) -> str:
 
 
 def cuda_arch(torch) -> str:
-    """"90" for sm_90: the local GPU's, else Hopper (as CMakeLists.txt does)."""
+    """"90" for sm_90: $LADDER_CUDA_ARCH, else the local GPU's. Without a GPU the extension
+    could not run anyway: Hopper (90), announced on stderr, so that it can still be compiled."""
     env = os.environ.get("LADDER_CUDA_ARCH")
     if env:
         return env
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         return f"{major}{minor}"
+    print("conv_pool_ladder: no CUDA device visible to PyTorch; compiling for sm_90 "
+          "(set LADDER_CUDA_ARCH, e.g. 75 for a T4, to choose)", file=sys.stderr)
     return "90"
 
 

@@ -68,11 +68,19 @@ struct TiledArgs {
   int patch_rows;  ///< kTileRows + (kernel_h - 1) * dilation_h
 };
 
+// cp.async exists from sm_80 on. LADDER_NO_CP_ASYNC takes the fallback on any GPU: a test builds
+// the stage so, to run on a newer GPU the path that an sm_75 build takes.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(LADDER_NO_CP_ASYNC)
+#define LADDER_HAS_CP_ASYNC 1
+#else
+#define LADDER_HAS_CP_ASYNC 0
+#endif
+
 /// 4-byte asynchronous global -> shared copy (sm_80+); src_valid false writes 0.0f without
 /// reading global memory, which is how the zero padding of the input patch is filled. Below
 /// sm_80, a plain copy.
 __device__ inline void cp_async_f32(float* smem_dst, const float* gmem_src, bool src_valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if LADDER_HAS_CP_ASYNC
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src),
                "r"(src_valid ? 4 : 0)
@@ -83,14 +91,14 @@ __device__ inline void cp_async_f32(float* smem_dst, const float* gmem_src, bool
 }
 /// Closes this thread's group of copies issued since the last commit.
 __device__ inline void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if LADDER_HAS_CP_ASYNC
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
 /// Waits until at most `kPending` of this thread's committed copy groups are still in flight.
 template <int kPending>
 __device__ inline void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if LADDER_HAS_CP_ASYNC
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
@@ -375,6 +383,9 @@ std::string device_note() {
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+#ifdef LADDER_NO_CP_ASYNC
+  return "built with LADDER_NO_CP_ASYNC: the copies are synchronous (stage 08 with two buffers, no overlap)";
+#endif
   if (major >= 8) return "";
   return "cp.async needs sm_80 or newer; on this sm_" + std::to_string(major) + std::to_string(minor) +
          " GPU the copies are synchronous (stage 08 with two buffers, no overlap)";
