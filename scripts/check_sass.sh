@@ -14,9 +14,11 @@
 #   async_copy:      LDGSTS and its copy-group waits, and the same FFMA share
 #   pool_before_conv: 128-bit loads and warp shuffles in its plane-sum kernel
 #   single_launch:   an atomic arrival counter, a fence and 128-bit loads in its one kernel
-#   every GPU stage: no local memory (LDL/STL) in any kernel: no spills, no stack arrays.
+#   every GPU stage: no local memory (LDL/STL) in any kernel: no spills, no stack arrays, in
+#                    the sm_90 code (LADDER_SASS_STRICT_ARCH), where the register budgets are
+#                    tuned; other architectures' local memory is printed as NOTE lines.
 # A build for several architectures is checked as a whole: each idea must show in the code of
-# at least one of them, and no architecture's code may use local memory.
+# at least one of them.
 # The expectations are keyed by stage name (the folder name without its number), so renumbering
 # keeps them. Every GPU stage must have an entry in stage_idea below (an empty one when the
 # common check is all): a GPU stage without one fails, so a new stage cannot pass unchecked.
@@ -255,6 +257,7 @@ expect_dense() {
 }
 
 # Every stage of the list: a GPU stage's kernels use no local memory and show its idea.
+strict_arch=${LADDER_SASS_STRICT_ARCH:-sm_90}
 only=" ${LADDER_SASS_STAGES:-} "
 only=${only//,/ }
 for i in "${!ids[@]}"; do
@@ -274,10 +277,24 @@ for i in "${!ids[@]}"; do
     fail "stage $id $name: a GPU stage with no device code in its objects (built without sm_XX code?)"
     continue
   fi
-  if where=$(first_match "$tmp/$id.sass" "${op}(LDL|STL)([.[:space:]]|$)" ""); then
-    fail "stage $id uses local memory: $where"
-  else
-    pass "stage $id kernels use no local memory (no LDL/STL)"
+  # The register budgets are tuned on sm_90, where the chapters' numbers come from: local memory
+  # fails there; other architectures' spills are reported, with their size, as notes.
+  archs=$(awk '/^arch = sm_/ { print $3 }' "$tmp/$id.sass" | sort -u | tr '\n' ' ')
+  for arch in $archs; do
+    awk -v a="$arch" '/^arch = / { keep = ($3 == a) } keep' "$tmp/$id.sass" >"$tmp/$id.$arch.sass"
+    spills=$(grep -cE "^[[:space:]]+/\*[0-9a-f]+\*/[[:space:]]+${op#^}(LDL|STL)([.[:space:]]|$)" "$tmp/$id.$arch.sass" || true)
+    if [ "$arch" = "$strict_arch" ]; then
+      if where=$(first_match "$tmp/$id.$arch.sass" "${op}(LDL|STL)([.[:space:]]|$)" ""); then
+        fail "stage $id uses local memory on $arch: $where"
+      else
+        pass "stage $id kernels use no local memory on $arch (no LDL/STL)"
+      fi
+    elif [ "$spills" -gt 0 ]; then
+      echo "NOTE: stage $id has $spills local-memory instructions (LDL/STL) on $arch, tuned for $strict_arch"
+    fi
+  done
+  if [[ " $archs " != *" $strict_arch "* ]]; then
+    echo "NOTE: stage $id: no $strict_arch code in this build, so local memory is reported, not checked"
   fi
   rc=0
   stage_idea "$id" "$name" || rc=$?
