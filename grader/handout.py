@@ -20,8 +20,8 @@ import markers
 # handled apart: the chosen rungs' folders, the earlier ones, and the lib files they include.
 SHIP = [
     ".gitignore", "CMakeLists.txt",
-    "cmake/CheckDriver.cmake", "cmake/GitStamp.cmake", "cmake/Sanitize.cmake", "cmake/Stages.cmake",
-    "cmake/WriteIfChanged.cmake",
+    "cmake/CheckDriver.cmake", "cmake/CudaArchitectures.cmake", "cmake/GitStamp.cmake",
+    "cmake/Sanitize.cmake", "cmake/Stages.cmake", "cmake/WriteIfChanged.cmake",
     "common/*.cpp", "common/*.hpp", "ladder/*.cpp", "ladder/*.hpp", "ladder/*.cu", "ladder/*.cuh",
     "tests/CMakeLists.txt", "tests/*.cpp", "tests/*.hpp", "tests/sticky/*",
     "tests/mutants/sanitizer.problems",
@@ -30,9 +30,10 @@ SHIP = [
     "grader/*.py", "grader/CMakeLists.txt", "grader/*.cu", "grader/*.cuh", "grader/rungs.json",
     "grader/public.problems", "grader/practice.problems",
     "docs/problem.md", "docs/measuring.md", "docs/mistakes.md", "docs/reading-profiles.md", "docs/img/*",
+    "docs/students.md", "notebooks/colab_student.ipynb",
 ]
 # Never in a handout, whatever SHIP says (a second line of defence, checked on the result).
-FORBIDDEN = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*", "docs/answers.md",
+FORBIDDEN = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*", "docs/answers.md", "docs/teaching.md",
              "cmake/Mutants.cmake", "cmake/MutantApply.cmake", "results/*", "profiles/*"]
 STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:lib/)?([A-Za-z0-9_.]+)"', re.M)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine with the CUDA toolkit lacks to build the ladder:
-# CMake, GoogleTest, CLI11 and nlohmann_json. Does nothing for packages already present.
+# CMake, Ninja (the grader's generator), GoogleTest, CLI11 and nlohmann_json. Does nothing for
+# packages already present.
 set -euo pipefail
 
 need=()
 command -v cmake >/dev/null || need+=(cmake)
-command -v nvcc >/dev/null || { echo "error: nvcc not found: install the CUDA toolkit (12.x or 13.x) first" >&2; exit 1; }
+command -v ninja >/dev/null || need+=(ninja-build)
+command -v nvcc >/dev/null || { echo "error: nvcc not found: install the CUDA toolkit (12.0 or newer) first, or put its bin/ on PATH" >&2; exit 1; }
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 [ -f /usr/include/CLI/CLI.hpp ] || need+=(libcli11-dev)
 [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)

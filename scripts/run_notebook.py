@@ -4,11 +4,15 @@
     python3 scripts/run_notebook.py                                  # notebooks/ladder.ipynb on results/
     python3 scripts/run_notebook.py --results DIR --output /tmp/out.ipynb
     python3 scripts/run_notebook.py --no-rerun notebooks/ladder.ipynb
+    python3 scripts/run_notebook.py notebooks/colab_student.ipynb --cwd /tmp/nb --echo
 
-The notebook runs with its own folder as the working directory. --results sets
+The notebook runs with its own folder as the working directory, or --cwd. --results sets
 LADDER_RESULTS_DIR for the kernel; --no-rerun sets LADDER_NOTEBOOK_RERUN=0 (the cell that re-runs
-build/ladder on a GPU is then skipped). The committed notebook is not modified; --output writes the
-executed copy elsewhere. Exit 0 on success, 1 on a cell error or timeout.
+build/ladder on a GPU is then skipped). --echo prints each code cell's text output as it arrives,
+with the cell's number and time (long notebooks show their progress in CI logs). The kernel
+inherits this process's environment (scripts/check_student_notebook.sh passes the handout's URL
+that way). The committed notebook is not modified; --output writes the executed copy elsewhere.
+Exit 0 on success, 1 on a cell error or timeout.
 """
 
 from __future__ import annotations
@@ -16,9 +20,39 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def echoing_client(base):
+    """A NotebookClient subclass that also writes the kernel's stream output and errors to stdout
+    as they arrive, and a line per code cell (its number, first line and duration)."""
+
+    class EchoingClient(base):
+        def output(self, outs, msg, display_id, cell_index):
+            kind, content = msg.get("msg_type"), msg.get("content", {})
+            if kind == "stream":
+                sys.stdout.write(content.get("text", ""))
+            elif kind == "error":
+                sys.stdout.write(f"{content.get('ename')}: {content.get('evalue')}\n")
+            sys.stdout.flush()
+            return super().output(outs, msg, display_id, cell_index)
+
+    started = {}
+
+    def on_start(cell, cell_index, **_):
+        if cell.cell_type == "code":
+            started[cell_index] = time.monotonic()
+            first = next((l for l in cell.source.splitlines() if l.strip()), "")
+            print(f"\n----- cell {cell_index}: {first[:90]}", flush=True)
+
+    def on_executed(cell, cell_index, **_):
+        if cell_index in started:
+            print(f"----- cell {cell_index} done in {time.monotonic() - started[cell_index]:.1f} s", flush=True)
+
+    return EchoingClient, {"on_cell_start": on_start, "on_cell_executed": on_executed}
 
 
 def main(argv=None) -> int:
@@ -28,6 +62,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-rerun", action="store_true", help="skip the cell that re-runs build/ladder")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per cell (default 900)")
     ap.add_argument("--output", help="write the executed notebook here")
+    ap.add_argument("--cwd", help="working directory of the kernel (default: the notebook's folder)")
+    ap.add_argument("--echo", action="store_true", help="print the cells' text output as it arrives")
     args = ap.parse_args(argv)
 
     import nbformat
@@ -41,13 +77,19 @@ def main(argv=None) -> int:
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
 
     path = Path(args.notebook).resolve()
+    cwd = Path(args.cwd).resolve() if args.cwd else path.parent
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client_class, hooks = echoing_client(NotebookClient) if args.echo else (NotebookClient, {})
+    client = client_class(nb, timeout=args.timeout, kernel_name="python3",
+                          resources={"metadata": {"path": str(cwd)}}, **hooks)
     try:
         client.execute()
     except (CellExecutionError, CellTimeoutError) as e:
-        print(f"{path}: FAILED\n{e}", file=sys.stderr)
+        if args.echo:  # the cell's output is printed already: only the error itself
+            why = f"{e.ename}: {e.evalue}" if isinstance(e, CellExecutionError) else str(e).splitlines()[0]
+            print(f"{path}: FAILED: {why}", file=sys.stderr)
+        else:
+            print(f"{path}: FAILED\n{e}", file=sys.stderr)
         return 1
     finally:
         if args.output:
