@@ -30,8 +30,14 @@ echo "== notebooks/colab_student.ipynb, headless, cloning file://$repo into $wor
 rm -rf "$work/colab"
 mkdir -p "$work/colab"
 status=0
-LADDER_HANDOUT_URL="file://$repo" python3 scripts/run_notebook.py notebooks/colab_student.ipynb \
-  --cwd "$work/colab" --echo --timeout 1800 --output "$work/colab_student.executed.ipynb" || status=$?
+if python3 -c "import nbformat, nbclient, ipykernel" 2>/dev/null; then
+  LADDER_HANDOUT_URL="file://$repo" python3 scripts/run_notebook.py notebooks/colab_student.ipynb \
+    --cwd "$work/colab" --echo --timeout 1800 --output "$work/colab_student.executed.ipynb" || status=$?
+else
+  echo "nbclient or ipykernel is not installed (pip install -r requirements.txt): running the code cells as plain Python"
+  LADDER_HANDOUT_URL="file://$repo" python3 scripts/run_notebook.py notebooks/colab_student.ipynb \
+    --cwd "$work/colab" --plain || status=$?
+fi
 
 elapsed=$((SECONDS - start))
 if [ "$status" -ne 0 ]; then

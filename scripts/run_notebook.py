@@ -55,6 +55,33 @@ def echoing_client(base):
     return EchoingClient, {"on_cell_start": on_start, "on_cell_executed": on_executed}
 
 
+def run_plain(path: Path, cwd: Path | None) -> int:
+    """Executes the notebook's code cells in order in one namespace, in this process; 1 on the
+    first exception or on a cell with an IPython magic (which plain Python cannot run)."""
+    import json
+    import traceback
+    cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    os.chdir(cwd or path.parent)
+    namespace = {"__name__": "__main__"}
+    for i, cell in enumerate(cells):
+        source = "".join(cell["source"])
+        if any(l.lstrip().startswith(("!", "%")) for l in source.splitlines()):
+            print(f"{path}: cell {i} uses an IPython magic: run it with Jupyter (without --plain)", file=sys.stderr)
+            return 1
+        first = next((l for l in source.splitlines() if l.strip()), "")
+        print(f"\n----- cell {i}: {first[:90]}", flush=True)
+        t0 = time.monotonic()
+        try:
+            exec(compile(source, f"<cell {i}>", "exec"), namespace)
+        except BaseException:  # SystemExit included: a cell that exits is a failed cell
+            traceback.print_exc()
+            print(f"{path}: FAILED in cell {i}", file=sys.stderr)
+            return 1
+        print(f"----- cell {i} done in {time.monotonic() - t0:.1f} s", flush=True)
+    print(f"{path}: {len(cells)} code cells executed without error (plain Python, no Jupyter kernel)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("notebook", nargs="?", default=str(REPO_ROOT / "notebooks" / "ladder.ipynb"))
@@ -64,7 +91,12 @@ def main(argv=None) -> int:
     ap.add_argument("--output", help="write the executed notebook here")
     ap.add_argument("--cwd", help="working directory of the kernel (default: the notebook's folder)")
     ap.add_argument("--echo", action="store_true", help="print the cells' text output as it arrives")
+    ap.add_argument("--plain", action="store_true",
+                    help="run the code cells in order as plain Python in this process, without Jupyter (for "
+                         "machines without nbclient; the notebook must not use IPython magics)")
     args = ap.parse_args(argv)
+    if args.plain:
+        return run_plain(Path(args.notebook).resolve(), Path(args.cwd).resolve() if args.cwd else None)
 
     import nbformat
     from nbclient import NotebookClient

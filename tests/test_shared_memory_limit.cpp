@@ -49,8 +49,9 @@ class LimitOverride {
 
 using testing::make;
 
-// Shapes whose plans take more than 64 KiB at the stages' own budget (96 KiB) on stages 08 and
-// 09: a 4x4 kernel with 8 input channels, a 5x5 kernel, dilation 3; all stride 1 (the fast path).
+// Shapes whose plans take more than 64 KiB at the stages' own budget (96 KiB): on stage 09 (two
+// buffers) a 4x4 kernel with 8 input channels, a 5x5 kernel, dilation 3; on stage 08 (one
+// buffer) a 5x5 kernel with dilation_h 3. All stride 1 and dilation_w 1: the tiled path.
 std::vector<Problem> large_footprint_problems() {
   return {
       make(2, 8, 64, 20, 18, {4, 4}),                                  // 4x4 kernel, in_channels 8
@@ -58,6 +59,7 @@ std::vector<Problem> large_footprint_problems() {
       make(1, 8, 64, 18, 17, {5, 5}),                                  // 5x5 kernel
       make(2, 9, 33, 21, 20, {4, 3}, {1, 1}, {1, 1}, {0, 0}, {3, 1}),  // dilation_h 3
       make(1, 12, 24, 23, 19, {5, 5}, {1, 1}, {2, 2}, {0, 0}, {1, 1}, 2),  // 5x5, groups 2
+      make(1, 8, 64, 17, 16, {5, 5}, {1, 1}, {0, 0}, {0, 0}, {3, 1}),  // 5x5, dilation_h 3: 08 too
   };
 }
 
@@ -91,8 +93,9 @@ TEST(SharedMemoryLimit, IsTheDeviceOptInLimitUnlessLowered) {
   }
 }
 
-// The fallback is exercised, not assumed: at 64 KiB, stages 08 and 09 would exceed the limit
-// on at least one of the shapes with their unlowered plan.
+// The fallback is exercised, not assumed: stages 08 and 09 would exceed 64 KiB on at least one
+// of the shapes with their unlowered plan. (Stage 07 stages 8 channels of a 1-row tile: at most
+// 21 KB here; the 16 KiB and 1 KiB limits below exercise its fallback.)
 TEST(SharedMemoryLimit, LargeFootprintShapesExceedSixtyFourKiBUnlowered) {
   SKIP_WITHOUT_GPU();
   LimitOverride none("");
