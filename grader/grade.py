@@ -9,8 +9,9 @@ the submission) over it, builds the rungs, and per rung runs
   sanitizer  compute-sanitizer memcheck, racecheck, synccheck, initcheck on small awkward problems;
              an error caps the rung's correctness;
   technique  the rung's idea in its machine code (scripts/check_sass.sh) and the integrity check
-             (no oracle, library or process escape in its objects); an integrity failure also
-             zeroes correctness;
+             of its compiled objects (integrity.py: no oracle, library or process escape, no
+             symbol outside the rung's allow-list, no static constructor); an integrity failure
+             also zeroes correctness;
   performance  the rung, the reference solution (official runs) and the streaming-read floor timed
              interleaved in one process on fresh inputs (grader/grade_timing.cu).
 Without a GPU the build and static checks still run; the report says what was skipped and why.
@@ -108,7 +109,9 @@ def prepare_tree(args, work, declared):
 
 
 def build(args, tree, build_dir, rungs, folders, reference):
-    """Configures and builds the rungs' programs; returns {rung: (built, log tail)}."""
+    """Configures and builds the rungs' programs; returns {rung: (built, log tail, compiled)}:
+    compiled, the stage's objects compiled (the integrity check reads them even when the programs
+    do not link); built, its programs linked as well."""
     cmake = ["cmake", "-S", tree, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
              "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
     if reference:
@@ -118,15 +121,24 @@ def build(args, tree, build_dir, rungs, folders, reference):
     p = subprocess.run(cmake, capture_output=True, text=True)
     if p.returncode != 0:
         tail = (p.stdout + p.stderr).strip()[-3000:]
-        return {r: (False, "the build could not be configured:\n" + tail) for r in rungs}
-    out = {}
-    for r in rungs:
-        targets = [f"stage_{folders[r]}", f"grade_timing_{r}"]
-        log(f"building rung {r}")
+        return {r: (False, "the build could not be configured:\n" + tail, False) for r in rungs}
+
+    def make(targets):
         p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", *targets],
                            capture_output=True, text=True)
-        lines = [l for l in (p.stdout + p.stderr).splitlines() if "error" in l.lower() or "warning" in l.lower()]
-        out[r] = (p.returncode == 0, "\n".join(lines[:40]) if p.returncode else "")
+        lines = [l for l in (p.stdout + p.stderr).splitlines()
+                 if any(w in l.lower() for w in ("error", "warning", "undefined reference", "multiple definition"))]
+        return p.returncode == 0, "\n".join(lines[:40]) if p.returncode else ""
+
+    out = {}
+    for r in rungs:
+        log(f"building rung {r}")
+        # The instructor's objects first (the integrity check compares with them), then the
+        # stage's objects alone, then its programs.
+        make(["ladder_common", "ladder_runner", "ladder_main"] + ([f"reference_stage_{r}"] if reference else []))
+        compiled, compile_log = make([f"stage_{r}"])
+        built, build_log = make([f"stage_{folders[r]}", f"grade_timing_{r}"]) if compiled else (False, compile_log)
+        out[r] = (built, build_log, compiled)
     return out
 
 
@@ -144,21 +156,26 @@ def grade_rung(args, r, folder, ctx):
     cfg, pts = ctx["config"], ctx["config"]["points"]
     name = f"{r} {folder.split('_', 1)[1]}"
     P = lambda part, **kw: reports.Part(rung=name, part=part, max_score=pts[part], **kw)  # noqa: E731
-    built, build_log = ctx["built"][r]
+    built, build_log, compiled = ctx["built"][r]
     if r in ctx["missing"]:
         msg = "missing from the submission: " + ", ".join(ctx["missing"][r])
         return [P(p, score=0, output=msg) for p in pts]
-    if not built:
+    if not compiled:
         msg = "does not compile:\n" + build_log
         return [P(p, score=0, output=msg) for p in pts]
     program = runs.stage_program(ctx["build"], folder)
 
-    # Static: technique (SASS) and integrity (symbols).
+    # Static: integrity (the compiled objects) and technique (the SASS).
+    integrity = runs.integrity(ctx["build"], r)
+    if not built:
+        msg = "does not link:\n" + build_log + ("\n" + "\n".join(integrity.lines()) if integrity.failed else "")
+        return [P(p, score=0, output=msg) for p in pts]
     ok, lines = runs.technique(ctx["tree"], ctx["build"], r)
-    bad = runs.integrity(ctx["build"], r)
-    integrity_msg = "" if not bad else "integrity: the rung's objects use " + "; ".join(f"{s} ({w})" for s, w in bad)
-    technique = P("technique", score=pts["technique"] if ok and not bad else 0,
-                  output="\n".join(lines + ([integrity_msg] if bad else [])))
+    bad = integrity.failed
+    lines += integrity.lines()
+    if bad:
+        lines.append("integrity failed: no correctness points (public and hidden), no timing")
+    technique = P("technique", score=pts["technique"] if ok and not bad else 0, output="\n".join(lines))
     parts = [technique]
 
     if not ctx["gpu"]:

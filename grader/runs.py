@@ -1,26 +1,18 @@
 """Running the built programs for the grader: correctness cases, compute-sanitizer, the SASS and
-integrity checks, and the interleaved timing. Each returns plain data; grade.py scores it."""
-import glob
+integrity checks (the rules of the latter in integrity.py), and the interleaved timing. Each
+returns plain data; grade.py scores it."""
 import json
 import os
 import re
 import subprocess
 import tempfile
 
+import integrity as integrity_check
 import problems
 
 # A compute-sanitizer summary with at least one error or hazard.
 SANITIZER_ERROR = re.compile(r"ERROR SUMMARY: [1-9]\d* error|\(([1-9]\d*) errors?,|[1-9]\d* hazards? displayed \([1-9]")
 TODO_LINE = re.compile(r"^TODO\(stage [^)]*\):.*$", re.M)
-# Undefined symbols a rung's object may not use: the CPU oracle and the input generator (a copied
-# answer), libraries that would do the rung's work, and escapes from the process.
-FORBIDDEN_SYMBOLS = [
-    (r"ladder::(conv_transpose2d_literal|global_average_pool|bias_logsumexp_scale|literal_pipeline|"
-     r"linearity_pipeline|make_inputs)\b", "the CPU oracle or the input generator"),
-    (r"\b(cublas|cudnn|cutlass)\w*", "a CUDA math library"),
-    (r"\b(cub|thrust|at|c10|torch)::", "a library that would do the rung's work"),
-    (r"^(dlopen|dlsym|system|popen|fork|vfork|execv|execve|execvp|execl|execlp|posix_spawn)$", "a process or loader escape"),
-]
 
 
 def student_env():
@@ -100,17 +92,9 @@ def technique(root, build, stage_id):
 
 
 def integrity(build, stage_id):
-    """The forbidden symbols the rung's objects use: [(symbol, why)] (empty: clean). Reads the
-    compiled objects with nm (host symbols; device code cannot call host libraries)."""
-    found = []
-    for obj in sorted(glob.glob(os.path.join(build, "CMakeFiles", f"stage_{stage_id}.dir", "**", "*.o"), recursive=True)):
-        p = subprocess.run(["nm", "-u", "-C", obj], capture_output=True, text=True)
-        for line in p.stdout.splitlines():
-            symbol = line.split(None, 1)[-1].strip() if line.strip() else ""
-            for pattern, why in FORBIDDEN_SYMBOLS:
-                if re.search(pattern, symbol):
-                    found.append((symbol, why))
-    return sorted(set(found))
+    """The integrity check of stage NN's compiled objects in BUILD (grader/integrity.py: forbidden
+    names, the allow-list of defined symbols, static constructors): an integrity.Report."""
+    return integrity_check.check(build, stage_id)
 
 
 def timing(build, stage_id, mode, problem_args, reps, warmup, timeout):

@@ -6,8 +6,12 @@ stubbed handout, which must score no correctness points and show the stubs' TODO
 which must lose the points its `loses:` line names:
   correctness  public or hidden points (a wrong result, or a sanitizer error that caps them);
   technique    the machine-code check fails (the previous rung's code handed in, a serial loop);
-  integrity    the objects call what a rung may not (the CPU oracle), which zeroes correctness.
-A fixture file: `#` comments, `rung: NN`, `file: path`, `loses: ...`, `why: ...`, then one or
+  integrity    the compiled objects break a rule of grader/integrity.py (the CPU oracle or a
+               library called, a symbol defined outside the rung's allow-list, a static
+               constructor), which zeroes correctness; decided without a GPU;
+  performance  the timing fails or scores less than full (work the CUDA events do not time).
+A fixture file: `#` comments, `rung: NN`, `file: path`, `loses: ...`, `why: ...`, optionally
+`rule: N` (an integrity fixture: the rule of grader/integrity.py that must catch it), then one or
 more edits of the reference file (`--- original`, the exact text, `--- replacement`, its
 replacement, `--- end`); an original text that does not occur exactly once is an error.
 """
@@ -18,8 +22,9 @@ import shutil
 
 import grade
 import handout
+import integrity
 
-LOSSES = ("correctness", "technique", "integrity")
+LOSSES = ("correctness", "technique", "integrity", "performance")
 
 
 class FixtureError(ValueError):
@@ -58,6 +63,8 @@ def parse_fixture(path):
             raise FixtureError(f"{path}: no '{key}:' line")
     if head["loses"] not in LOSSES:
         raise FixtureError(f"{path}: loses: must be one of {', '.join(LOSSES)}")
+    if "rule" in head and (head["loses"] != "integrity" or head["rule"] not in ("1", "2", "3")):
+        raise FixtureError(f"{path}: rule: names the integrity rule (1, 2 or 3) of a fixture that loses integrity")
     if not edits:
         raise FixtureError(f"{path}: no edit")
     head["edits"] = edits
@@ -91,17 +98,27 @@ def points(parts, part):
     return sum(p.score for p in mine), sum(p.max_score for p in mine), any(p.skipped for p in mine)
 
 
-def verdict(parts, loses):
-    """(rejected?, why) for a fixture's parts."""
+def verdict(parts, loses, rule=None):
+    """(rejected?, why) for a fixture's parts; rule: the integrity rule that must fire (a
+    fixture's optional `rule:` line)."""
     pub, pub_max, pub_skip = points(parts, "public")
     hid, hid_max, _ = points(parts, "hidden")
     tech, tech_max, _ = points(parts, "technique")
-    integrity = any(p.part == "technique" and "integrity:" in p.output for p in parts)
+    prefix = integrity.FAIL if rule is None else f"{integrity.FAIL} rule {rule} "
+    flagged = [line for p in parts if p.part == "technique" for line in p.output.splitlines()
+               if line.startswith(prefix)]
     if loses == "integrity":
-        ok = integrity and pub + hid == 0
-        return ok, f"integrity flagged: {integrity}; correctness {pub + hid:g} / {pub_max + hid_max:g}"
+        ok = bool(flagged) and pub + hid == 0
+        first = f" ({flagged[0][len(integrity.FAIL):].strip()[:120]})" if flagged else ""
+        return ok, f"integrity flagged: {bool(flagged)}{first}; correctness {pub + hid:g} / {pub_max + hid_max:g}"
     if loses == "technique":
         return tech < tech_max, f"technique {tech:g} / {tech_max:g}"
+    if loses == "performance":
+        perf, perf_max, perf_skip = points(parts, "performance")
+        if perf_skip:
+            return None, "performance not timed (no GPU)"
+        why = next((p.output.splitlines()[0] for p in parts if p.part == "performance" and p.output), "")
+        return perf < perf_max, f"performance {perf:g} / {perf_max:g}" + (f" ({why[:160]})" if why else "")
     if pub_skip:
         return None, "correctness not run (no GPU)"
     return pub + hid < pub_max + hid_max, f"correctness {pub + hid:g} / {pub_max + hid_max:g}"
@@ -181,7 +198,7 @@ def run(a, root):
             sub = os.path.join(a.work, "fixtures", fx["name"].replace("/", "_"))
             apply_fixture(root, fx, declared[fx["rung"]], sub)
             parts, _meta, _ = grade.grade(grade_args(a, sub, [fx["rung"]], work, skip_performance=True, fail_fast=True))
-            ok, why = verdict(parts, fx["loses"])
+            ok, why = verdict(parts, fx["loses"], fx.get("rule"))
             record(f"fixture {fx['name']} (must lose {fx['loses']})", ok, why)
     print(f"\nselftest: {len(rows)} checks, {failures} failed")
     with open(os.path.join(a.work, "selftest.txt"), "w", encoding="utf-8") as f:

@@ -1,0 +1,564 @@
+"""The grader's integrity check: what a rung's compiled objects may contain and define.
+
+It reads the stage's objects (BUILD/CMakeFiles/stage_NN.dir/**/*.o) with readelf, c++filt and
+cuobjdump, never the source text, so a macro, a renamed include or a string split in two changes
+nothing. The rules, kept in one place (the constants under "the rules" below; docs/assignments.md,
+"Integrity", explains them):
+
+ 1. forbidden names. No symbol of the objects names the CPU oracle or the input generator,
+    cuBLAS, cuDNN, CUTLASS, CUB, Thrust, PyTorch (ATen, c10), or a process or loader escape
+    (dlopen, dlsym, system, popen, fork, exec*, posix_spawn, syscall): not the host symbols they
+    call (undefined), not those they define (external or internal), not the device code's
+    symbols (cuobjdump -symbols: kernels and device functions that were not inlined, and the
+    namespace-scope objects that CUB's headers define).
+ 2. allow-list. Every host symbol defined with external linkage (GLOBAL, WEAK or UNIQUE) is
+      a. the rung's registration function, ladder::stage_NN_descriptor();
+      b. in an anonymous namespace: nvcc gives those external linkage (the kernels' host stubs
+         __device_stub__ZN6ladder..._GLOBAL__N__... too); their names hold a hash of the
+         translation unit, so no other object can refer to them;
+      c. weak (or unique) in std::, __gnu_cxx:: or cuda::std::: template and inline
+         instantiations of the standard libraries;
+      d. what LADDER_REGISTER_STAGE itself instantiates (StageDescriptor's destructor) and the
+         compiler's DW.ref.__gxx_personality_v0;
+      e. weak (or unique), and defined weak (or unique) by the reference build as well: the
+         reference solution's object of the same rung (reference_stage_NN, official runs) and the
+         ladder libraries, nvcc's per-file anonymous-namespace names made equal. A weak definition of what the libraries define strongly is not
+         allowed: the linker could keep it in place of theirs.
+    Anything else (cudaEventElapsedTime, a ladder:: function outside the anonymous namespace, an
+    explicit specialization in std::) fails, by name.
+ 3. static constructors. Every entry of .init_array, .ctors and .preinit_array is nvcc's own
+    kernel registration, __sti____cudaRegisterAll (whole-program compilation, as this build
+    does); nothing is in .fini_array or .dtors, there is no .init or .fini code and no IFUNC
+    (its resolver runs at load time). So no __attribute__((constructor)) function and no global
+    with a dynamic initializer (g++'s _GLOBAL__sub_I_*) runs before main or after it.
+
+Run alone: python3 grader/integrity.py BUILD NN  (prints the findings, exits 1 on any).
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+# ---- the rules ------------------------------------------------------------------------------
+
+# Rule 1: (pattern searched in a demangled name, what it names).
+FORBIDDEN = [
+    (r"(?<!\w)ladder::(conv_transpose2d_literal|global_average_pool|bias_logsumexp_scale|literal_pipeline|"
+     r"linearity_pipeline|make_inputs)\b", "the CPU oracle or the input generator"),
+    (r"(?<!\w)(cublas|cudnn)\w*", "cuBLAS or cuDNN, a CUDA math library"),
+    (r"(?<!\w)(cutlass|cute)::", "CUTLASS, a CUDA math library"),
+    (r"(?<!\w)cub::", "CUB, a library that would do the rung's work"),
+    (r"(?<!\w)thrust::", "Thrust, a library that would do the rung's work"),
+    (r"(?<!\w)(at|c10|torch|caffe2)::", "PyTorch (ATen, c10), a library that would do the rung's work"),
+    (r"^(dlopen|dlmopen|dlsym|dlvsym|system|popen|fork|vfork|clone|clone3|execl|execle|execlp|execv|execve|"
+     r"execveat|execvp|execvpe|fexecve|posix_spawn|posix_spawnp|syscall)(@.*)?$", "a process or loader escape"),
+]
+# Rule 2c: the scopes whose weak instantiations any object may carry.
+STANDARD_SCOPES = (("std",), ("__gnu_cxx",), ("cuda", "std"))
+# Rule 2d: what the registration macro and the compiler put in every stage object.
+REGISTRATION_FOOTPRINT = {"_ZN6ladder15StageDescriptorD1Ev", "_ZN6ladder15StageDescriptorD2Ev",
+                          "DW.ref.__gxx_personality_v0"}
+# Rule 2e: the reference build's objects, by CMake target folder (NN: the rung).
+REFERENCE_TARGETS = ("grader/CMakeFiles/reference_stage_{id}.dir", "CMakeFiles/ladder_common.dir",
+                     "CMakeFiles/ladder_runner.dir", "CMakeFiles/ladder_main.dir")
+# Rule 3: nvcc's registration, which its generated stub file declares as
+# static void __sti____cudaRegisterAll(void) __attribute__((__constructor__)).
+NVCC_REGISTRATION = "_ZL24__sti____cudaRegisterAllv"
+CONSTRUCTOR_SECTIONS = re.compile(r"^\.(init_array|ctors)(\.\d+)?$")
+STARTUP_SECTIONS = re.compile(r"^\.(init_array|ctors|preinit_array|fini_array|dtors)(\..*)?$")
+STARTUP_TYPES = {"INIT_ARRAY", "PREINIT_ARRAY", "FINI_ARRAY"}
+STARTUP_CODE = {".init", ".fini"}
+
+RULE_NAMES = {1: "forbidden names", 2: "allow-list", 3: "static constructors"}
+EXTERNAL = {"GLOBAL", "WEAK", "UNIQUE", "GNU_UNIQUE"}
+WEAK = {"WEAK", "UNIQUE", "GNU_UNIQUE"}
+MAX_LINES = 12  # findings listed in a report; the rest are counted
+FAIL = "FAIL: integrity"  # how a failing line starts (selftest looks for it)
+
+
+class IntegrityError(ValueError):
+    """A tool the check needs is missing or failed; the message says which. (A ValueError, so
+    scripts/assignment.py stops with the message rather than a traceback: a grader that cannot
+    read the objects must not pass or fail them.)"""
+
+
+# ---- reading objects -----------------------------------------------------------------------
+
+@dataclass
+class Symbol:
+    num: int
+    value: int
+    type: str   # FUNC, OBJECT, NOTYPE, SECTION, FILE, ...
+    bind: str   # LOCAL, GLOBAL, WEAK, UNIQUE
+    ndx: str    # section index, UND, ABS or COM
+    name: str
+
+    @property
+    def defined(self):
+        return self.ndx != "UND"
+
+
+@dataclass
+class Section:
+    index: int
+    name: str
+    type: str
+    size: int
+    entsize: int
+
+
+@dataclass
+class Reloc:
+    offset: int
+    sym: int     # symbol index, 0: none
+    type: str
+    addend: int
+
+
+# Num: Value Size Type Bind Vis [other] Ndx Name; the name may be empty.
+SYMBOL_LINE = re.compile(r"^\s*(\d+):\s+([0-9a-fA-F]+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s+\[[^\]]*\])?\s+(\S+)"
+                         r"(?:[ \t]+(.*))?$")
+# [Nr] Name Type Address Off Size ES ...; the name is empty for section 0.
+SECTION_LINE = re.compile(r"^\s*\[\s*(\d+)\]\s+(?:(\S+)\s+)?([A-Z][A-Z0-9_]*)\s+([0-9a-fA-F]{8,})\s+[0-9a-fA-F]+\s+"
+                          r"([0-9a-fA-F]+)\s+([0-9a-fA-F]+)")
+RELOC_HEAD = re.compile(r"^Relocation section '([^']+)'")
+RELOC_LINE = re.compile(r"^([0-9a-fA-F]+)\s+([0-9a-fA-F]+)\s+(\S+)(.*)$")
+
+
+def parse_symbols(text):
+    """readelf -sW output -> [Symbol] (the first symbol table: an object file has one)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("Symbol table") and out:
+            break
+        m = SYMBOL_LINE.match(line)
+        if m:
+            num, value, _size, typ, bind, _vis, ndx, name = m.groups()
+            out.append(Symbol(int(num), int(value, 16), typ, bind, ndx, (name or "").strip()))
+    return out
+
+
+def parse_sections(text):
+    """readelf -SW output -> [Section]."""
+    return [Section(int(m.group(1)), m.group(2) or "", m.group(3), int(m.group(5), 16), int(m.group(6), 16))
+            for m in map(SECTION_LINE.match, text.splitlines()) if m]
+
+
+def parse_relocations(text):
+    """readelf -rW output -> {relocated section name: [Reloc]} (.rela.X and .rel.X give X)."""
+    out, current = {}, None
+    for line in text.splitlines():
+        head = RELOC_HEAD.match(line)
+        if head:
+            current = re.sub(r"^\.rela?(?=\.)", "", head.group(1))
+            out.setdefault(current, [])
+            continue
+        m = RELOC_LINE.match(line.strip())
+        if not (current and m):
+            continue
+        offset, info, typ, rest = m.groups()
+        # ELF64 packs the symbol index in the high 32 bits of r_info, ELF32 in the high 24.
+        sym = int(info, 16) >> (32 if len(info) > 8 else 8)
+        sign = re.search(r"([+-])\s*([0-9a-fA-F]+)\s*$", rest)
+        if sign:
+            addend = int(sign.group(2), 16) * (-1 if sign.group(1) == "-" else 1)
+        else:
+            words = rest.split()
+            addend = int(words[-1], 16) if words and re.fullmatch(r"[0-9a-fA-F]+", words[-1]) else 0
+        out[current].append(Reloc(int(offset, 16), sym, typ, addend))
+    return out
+
+
+# TYPE BIND VISIBILITY SECTION [U] NAME; U marks an undefined symbol, and the name may be empty.
+DEVICE_LINE = re.compile(r"^(FUNC|OBJECT|NOTYPE|TLS|COMMON)\s+(LOCAL|GLOBAL|WEAK)\s+\S+\s+\S+\s+(?:U\s+)?(\S*)\s*$")
+
+
+def parse_device_symbols(text):
+    """cuobjdump -symbols output -> [(bind, name)] over every cubin of the object."""
+    return [(m.group(2), m.group(3)) for m in map(DEVICE_LINE.match, text.splitlines()) if m and m.group(3)]
+
+
+def tool(cmd, what):
+    """stdout of cmd; IntegrityError if the program cannot be run."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise IntegrityError(f"{cmd[0]} not found: the integrity check needs {what}") from None
+
+
+def readelf(obj, flag):
+    p = tool(["readelf", "-W", flag, obj], "binutils (readelf)")
+    if p.returncode != 0:
+        raise IntegrityError(f"readelf {flag} {obj} failed: {p.stderr.strip()[:300]}")
+    return p.stdout
+
+
+def demangle(names):
+    """{mangled: demangled} through one c++filt call."""
+    names = sorted(set(names))
+    if not names:
+        return {}
+    p = subprocess.run(["c++filt"], input="\n".join(names) + "\n", capture_output=True, text=True)
+    lines = p.stdout.split("\n")
+    if p.returncode != 0 or len(lines) < len(names):
+        raise IntegrityError("c++filt failed: the integrity check needs binutils (c++filt)")
+    return dict(zip(names, lines))
+
+
+def find_cuobjdump():
+    """cuobjdump's path, or "" if there is none. The lookup is scripts/check_sass.sh's own
+    find_cuobjdump ($CUOBJDUMP, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, Python's
+    site-packages), run from that script so that both checks find the same program."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "check_sass.sh")
+    code = 'eval "$(sed -n "/^find_cuobjdump() {/,/^}/p" "$1")" && find_cuobjdump | head -n 1'
+    p = subprocess.run(["bash", "-c", code, "find_cuobjdump", script], capture_output=True, text=True)
+    path = p.stdout.strip()
+    return path if path and os.access(path, os.X_OK) else ""
+
+
+def ninja_objects(build):
+    """The object files of BUILD's Ninja targets (so that an object left over from a renamed
+    source is not read), or None where Ninja cannot list them."""
+    try:
+        p = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True, text=True)
+    except FileNotFoundError:
+        return None
+    if p.returncode != 0:
+        return None
+    return sorted({line.split(":", 1)[0] for line in p.stdout.splitlines() if line.split(":", 1)[0].endswith(".o")})
+
+
+def target_objects(build, folder, listed):
+    """The objects of the target whose folder is BUILD/folder: from Ninja's list (listed), else
+    every object under the folder."""
+    if listed is None:
+        return sorted(glob.glob(os.path.join(build, folder, "**", "*.o"), recursive=True))
+    prefix = folder.rstrip("/") + "/"
+    return [os.path.join(build, o) for o in listed if o.startswith(prefix) and os.path.isfile(os.path.join(build, o))]
+
+
+# ---- the rules applied ---------------------------------------------------------------------
+
+STD_ABBREVIATIONS = ("Sa", "Sb", "Ss", "Si", "So", "Sd")
+
+
+def entity_path(name):
+    """The qualified-name components of the entity a mangled symbol names (namespaces and
+    classes, then its own name), read up to its first template argument list or parameter list.
+    Vtables, typeinfo, guard variables and thunks give the path of what they belong to; a local
+    static the path of its function; nvcc's kernel stub __device_stub__<kernel> the kernel's.
+    A C name gives [name]; what this does not read gives []."""
+    if not name.startswith("_Z"):
+        return [name]
+    s = name[2:]
+    while True:
+        special = re.match(r"(TV|TT|TI|TS|GV|GR|TH|TW|Th[n]?\d+_|Tv[n]?\d+_[n]?\d+_)", s)
+        if not special:
+            break
+        s = s[special.end():]
+    if s.startswith("Z"):  # a local entity: its function's path
+        s = s[1:]
+    if s.startswith("L"):  # internal linkage
+        s = s[1:]
+    nested = s.startswith("N")
+    if nested:
+        s = s[1:]
+        s = s[re.match(r"[rVK]*[RO]?", s).end():]
+    path = []
+    while s:
+        if s.startswith("St"):
+            path.append("std")
+            s = s[2:]
+            continue
+        if s[:2] in STD_ABBREVIATIONS:
+            path.extend(["std", s[:2]])
+            break
+        m = re.match(r"\d+", s)
+        if not m:
+            break
+        n = int(m.group())
+        path.append(s[m.end():m.end() + n])
+        s = s[m.end() + n:]
+        if not nested:
+            break
+    if len(path) == 1 and path[0].startswith("__device_stub__"):
+        inner = entity_path("_" + path[0][len("__device_stub__"):])
+        return inner or path
+    return path
+
+
+def stub_kernel(name):
+    """The mangled kernel name inside nvcc's host stub _Z<n>__device_stub__<kernel>..., or None."""
+    m = re.match(r"_Z(\d+)__device_stub__(Z.*)", name)
+    if not m:
+        return None
+    inner = "_" + m.group(2)[:int(m.group(1)) - len("__device_stub__")]
+    return inner if len(inner) > 2 else None
+
+
+NVCC_LOCAL_SCOPE = re.compile(r"(\d+)(_GLOBAL__N__|_INTERNAL_)[0-9a-f]{8}_(\d+)_")
+
+
+def normalize_anonymous(name):
+    """name with nvcc's per-file scope names (_GLOBAL__N__<hash>_<n>_<file>_<hash> for anonymous
+    namespaces, _INTERNAL_... likewise) replaced by a fixed one, so that the same entity compiled
+    from two copies of a file (the student's and the reference) has one name."""
+    out, pos = [], 0
+    while True:
+        m = NVCC_LOCAL_SCOPE.search(name, pos)
+        if not m:
+            out.append(name[pos:])
+            return "".join(out)
+        end = m.end() + int(m.group(3)) + 9  # the file part, "_" and the second 8-digit hash
+        length = str(end - m.start(2))
+        if not m.group(1).endswith(length):  # not a mangled source name: leave it
+            out.append(name[pos:m.end()])
+            pos = m.end()
+            continue
+        tag = m.group(2).rstrip("_") + "_"
+        out.append(name[pos:m.end(1) - len(length)] + f"{len(tag)}{tag}")
+        pos = end
+
+
+def in_anonymous_namespace(name):
+    """True if the entity's scope holds an anonymous namespace (g++: _GLOBAL__N_1, nvcc:
+    _GLOBAL__N__<hash>_<file>_<hash>)."""
+    return any(c.startswith("_GLOBAL__N_") for c in entity_path(name)[:-1])
+
+
+def descriptor_symbol(stage_id):
+    ident = f"stage_{stage_id}_descriptor"
+    return f"_ZN6ladder{len(ident)}{ident}Ev"
+
+
+def display(demangled, limit=200):
+    """A demangled name shortened for a report: template arguments as <...>, at most limit
+    characters."""
+    out, depth = [], 0
+    for ch in demangled:
+        if ch == "<":
+            out.append("<...>" if depth == 0 else "")
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    text = "".join(out).replace(" [clone .cold]", "")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def forbidden(demangled):
+    """What rule 1 says a demangled name is, or None."""
+    for pattern, why in FORBIDDEN:
+        if re.search(pattern, demangled):
+            return why
+    return None
+
+
+def allowed(sym, stage_id, reference_weak):
+    """True if rule 2 allows an external definition."""
+    if sym.name == descriptor_symbol(stage_id) or in_anonymous_namespace(sym.name):
+        return True
+    if sym.bind not in WEAK:
+        return False
+    path = entity_path(sym.name)
+    if any(tuple(path[:len(scope)]) == scope for scope in STANDARD_SCOPES):
+        return True
+    return sym.name in REGISTRATION_FOOTPRINT or normalize_anonymous(sym.name) in reference_weak
+
+
+def startup_entries(sections, symbols, relocs):
+    """[(section, target)] for every entry of the sections that run code before or after main;
+    target is a symbol name, 'section+0xN' where no symbol starts there, or None for an entry
+    without a relocation (a fixed address)."""
+    by_num = {s.num: s for s in symbols}
+    out = []
+    for sec in sections:
+        if not (STARTUP_SECTIONS.match(sec.name) or sec.type in STARTUP_TYPES):
+            continue
+        entries = relocs.get(sec.name, [])
+        for r in entries:
+            sym = by_num.get(r.sym)
+            if sym is None:
+                out.append((sec.name, None))
+            elif sym.type == "SECTION":
+                here = [s for s in symbols if s.ndx == sym.ndx and s.value == r.addend and s.type in ("FUNC", "NOTYPE")
+                        and s.name]
+                here.sort(key=lambda s: s.type != "FUNC")
+                out.append((sec.name, here[0].name if here else f"{sym.name or 'section ' + sym.ndx}+0x{r.addend:x}"))
+            else:
+                out.append((sec.name, sym.name if r.addend == 0 else f"{sym.name}+0x{r.addend:x}"))
+        pointer = sec.entsize or 8
+        out.extend((sec.name, None) for _ in range(max(0, sec.size // pointer - len(entries))))
+    return out
+
+
+@dataclass
+class Finding:
+    rule: int   # 1, 2, 3; 0: nothing to check
+    obj: str
+    text: str
+
+    def line(self):
+        if not self.rule:  # the check itself could not run
+            return f"{FAIL}: {self.text}"
+        return f"{FAIL} rule {self.rule} ({RULE_NAMES[self.rule]}): {self.obj}: {self.text}"
+
+
+@dataclass
+class Report:
+    objects: list = field(default_factory=list)
+    findings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    reference: bool = False   # a reference stage object was found (rule 2e)
+
+    @property
+    def failed(self):
+        return bool(self.findings)
+
+    def lines(self):
+        """The report's lines for the technique part: FAIL lines, NOTE lines, or one PASS line."""
+        out = [f.line() for f in self.findings[:MAX_LINES]]
+        if len(self.findings) > MAX_LINES:
+            out.append(f"{FAIL}: ... and {len(self.findings) - MAX_LINES} more")
+        out += [f"NOTE: integrity: {n}" for n in self.notes]
+        if not self.findings:
+            names = ", ".join(os.path.basename(o) for o in self.objects)
+            out.insert(0, f"PASS: integrity: {names}: no forbidden name, no symbol outside the rung's allow-list, "
+                          "no static constructor")
+        return out
+
+
+def weak_definitions(objs):
+    """The weak and unique symbols a list of objects defines (normalize_anonymous applied)."""
+    out = set()
+    for obj in objs:
+        out.update(normalize_anonymous(s.name) for s in parse_symbols(readelf(obj, "-s"))
+                   if s.defined and s.bind in WEAK)
+    return out
+
+
+def check_object(obj, stage_id, reference_weak, cuobjdump, report):
+    """Applies the three rules to one object; appends to report."""
+    label = os.path.basename(obj)
+    symbols = parse_symbols(readelf(obj, "-s"))
+    sections = parse_sections(readelf(obj, "-S"))
+    relocs = parse_relocations(readelf(obj, "-r"))
+    device = []
+    if cuobjdump:
+        p = subprocess.run([cuobjdump, "-symbols", obj], capture_output=True, text=True)
+        if p.returncode == 0:
+            device = parse_device_symbols(p.stdout)
+        elif "does not contain device code" not in (p.stdout + p.stderr):
+            report.notes.append(f"{label}: cuobjdump -symbols failed, device symbols not read: "
+                                f"{(p.stderr or p.stdout).strip()[:200]}")
+    named = [s for s in symbols if s.name and s.type not in ("SECTION", "FILE")]
+    stubs = {s.name: stub_kernel(s.name) for s in named if stub_kernel(s.name)}
+    names = demangle([s.name for s in named] + [n for _b, n in device] + list(stubs.values()))
+    for stub, kernel in stubs.items():  # a kernel's host stub: judged by the kernel's name
+        names[stub] = f"{names[kernel]} (its host stub)"
+    flagged, groups = set(), {}
+
+    def add(rule, text):
+        report.findings.append(Finding(rule, label, text))
+
+    # Rule 1, host symbols (called or defined) and device symbols, one finding per kind of use.
+    uses = [("calls" if not s.defined else "defines", s.name) for s in named]
+    uses += [("device code has", n) for _b, n in device]
+    for verb, n in uses:
+        why = forbidden(names[n])
+        if why:
+            flagged.add(n)
+            shown = groups.setdefault((verb, why), [])
+            if display(names[n]) not in shown:
+                shown.append(display(names[n]))
+    for (verb, why), shown in groups.items():
+        if len(shown) == 1:
+            add(1, f"{verb} {shown[0]}: {why}")
+        else:
+            more = f"; and {len(shown) - 3} more" if len(shown) > 3 else ""
+            add(1, f"{verb} {len(shown)} symbols of {why}: " + "; ".join(shown[:3]) + more)
+    outside = {}  # rule 2, one finding per kind of symbol
+    for s in named:
+        if s.defined and s.bind in EXTERNAL and s.name not in flagged and not allowed(s, stage_id, reference_weak):
+            shown = outside.setdefault(s.bind in WEAK, [])
+            if display(names[s.name]) not in shown:
+                shown.append(display(names[s.name]))
+    for weak, shown in outside.items():
+        kind = "weak symbol{} that the reference build does not define" if weak else "global symbol{}"
+        what = (f"{shown[0]} (a {kind.format('')})" if len(shown) == 1 else
+                f"{len(shown)} {kind.format('s')}: " + "; ".join(shown[:3]) +
+                (f"; and {len(shown) - 3} more" if len(shown) > 3 else ""))
+        add(2, f"defines {what}, outside the rung's allow-list: with external linkage a rung defines only "
+               f"ladder::stage_{stage_id}_descriptor(), what is in its anonymous namespace, and "
+               f"standard-library instantiations")
+    registrations = 0
+    for sec in sections:  # rule 3
+        if sec.name in STARTUP_CODE and sec.size:
+            add(3, f"has code in {sec.name}, which runs before main or after it")
+    for s in symbols:
+        if s.type in ("IFUNC", "GNU_IFUNC") and s.defined:
+            add(3, f"defines the IFUNC {display(names.get(s.name, s.name))}, whose resolver the loader runs before main")
+    for sec_name, target in startup_entries(sections, symbols, relocs):
+        if target == NVCC_REGISTRATION and CONSTRUCTOR_SECTIONS.match(sec_name):
+            registrations += 1
+            if registrations == 1:
+                continue
+        if target is None:
+            what = "an entry with a fixed address"
+        elif target.startswith("_GLOBAL__sub_I_"):
+            what = ("the dynamic initialization of its globals (_GLOBAL__sub_I_...: a global object with a "
+                    "constructor, or one initialized by a function call)")
+        else:
+            what = display(demangle([target]).get(target, target))
+        when = "after main" if re.match(r"^\.(fini_array|dtors)", sec_name) else "before main"
+        add(3, f"runs {what} from {sec_name} ({when}): only nvcc's kernel registration "
+               f"(__sti____cudaRegisterAll) may run outside main")
+
+
+def check(build, stage_id, cuobjdump=None):
+    """Applies the rules to stage NN's objects in BUILD; returns a Report. cuobjdump: its path,
+    "" to skip the device symbols, None to look it up."""
+    report = Report()
+    listed = ninja_objects(build)
+    report.objects = target_objects(build, f"CMakeFiles/stage_{stage_id}.dir", listed)
+    if not report.objects:
+        folder = os.path.join(build, "CMakeFiles", f"stage_{stage_id}.dir")
+        report.findings.append(Finding(0, "", f"no compiled objects of stage {stage_id} under {folder}: nothing to check"))
+        return report
+    references = []
+    for folder in REFERENCE_TARGETS:
+        objs = target_objects(build, folder.format(id=stage_id), listed)
+        references += objs
+        report.reference |= folder.startswith("grader/") and bool(objs)
+    reference_weak = weak_definitions(references)
+    if not report.reference:
+        report.notes.append("no reference solution in this build: weak symbols are compared with the ladder "
+                            "libraries only (official runs compare with the reference too)")
+    if cuobjdump is None:
+        cuobjdump = find_cuobjdump()
+        if not cuobjdump:
+            report.notes.append("device symbols not read: cuobjdump not found (install the CUDA toolkit's "
+                                "cuobjdump or pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP)")
+    for obj in report.objects:
+        check_object(obj, stage_id, reference_weak, cuobjdump, report)
+    return report
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: python3 grader/integrity.py BUILD NN", file=sys.stderr)
+        return 2
+    try:
+        report = check(argv[0], argv[1])
+    except IntegrityError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(report.lines()))
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
