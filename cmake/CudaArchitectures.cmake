@@ -69,11 +69,8 @@ function(ladder_check_cuda_architectures archs origin)
   endforeach()
 endfunction()
 
-# What a previous configure chose by itself (not the user): re-decided on every configure.
-if(DEFINED CMAKE_CUDA_ARCHITECTURES AND DEFINED LADDER_CHOSEN_CUDA_ARCHITECTURES
-   AND "${CMAKE_CUDA_ARCHITECTURES}" STREQUAL "${LADDER_CHOSEN_CUDA_ARCHITECTURES}")
-  unset(CMAKE_CUDA_ARCHITECTURES CACHE)
-endif()
+# The automatic choice is a normal variable, never cached: every configure decides afresh, and a
+# cached CMAKE_CUDA_ARCHITECTURES is always the user's.
 
 if(DEFINED CMAKE_CUDA_ARCHITECTURES OR DEFINED ENV{CUDAARCHS})
   if(DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -82,10 +79,11 @@ if(DEFINED CMAKE_CUDA_ARCHITECTURES OR DEFINED ENV{CUDAARCHS})
   else()
     set(_ladder_archs "$ENV{CUDAARCHS}")
     set(_ladder_origin "the CUDAARCHS environment variable")
+    # CMake reads CUDAARCHS only when it first detects the compiler: pass it on every configure.
+    set(CMAKE_CUDA_ARCHITECTURES "${_ladder_archs}")
   endif()
   ladder_check_cuda_architectures("${_ladder_archs}" "${_ladder_origin}")
   message(STATUS "CUDA architectures: ${_ladder_archs} (from ${_ladder_origin})")
-  unset(LADDER_CHOSEN_CUDA_ARCHITECTURES CACHE)
 else()
   execute_process(COMMAND nvidia-smi --query-gpu=compute_cap --format=csv,noheader
                   OUTPUT_VARIABLE _ladder_caps RESULT_VARIABLE _ladder_smi_rc ERROR_QUIET)
@@ -97,6 +95,21 @@ else()
       list(APPEND _ladder_archs ${_cap})
     endforeach()
     list(REMOVE_DUPLICATES _ladder_archs)
+  endif()
+  # A node with an old display GPU beside a supported one: build for the supported ones.
+  set(_ladder_usable "")
+  set(_ladder_dropped "")
+  foreach(_arch IN LISTS _ladder_archs)
+    if(_arch LESS LADDER_MIN_CUDA_ARCH OR (_ladder_supported AND NOT _arch IN_LIST _ladder_supported))
+      list(APPEND _ladder_dropped ${_arch})
+    else()
+      list(APPEND _ladder_usable ${_arch})
+    endif()
+  endforeach()
+  if(_ladder_usable AND _ladder_dropped)
+    message(WARNING "ignoring the GPU(s) of architecture ${_ladder_dropped}: older than sm_${LADDER_MIN_CUDA_ARCH} "
+                    "or unknown to this nvcc; building for ${_ladder_usable}")
+    set(_ladder_archs "${_ladder_usable}")
   endif()
   if(_ladder_archs)
     ladder_check_cuda_architectures("${_ladder_archs}" "the GPU nvidia-smi reports")
@@ -112,6 +125,5 @@ else()
                    "course architecture this nvcc offers. To build for one GPU only (faster), pass "
                    "-DCMAKE_CUDA_ARCHITECTURES=75 (T4, RTX 2080), 80 (A100), 86, 89 (L4) or 90 (H100, H200).")
   endif()
-  set(CMAKE_CUDA_ARCHITECTURES "${_ladder_archs}" CACHE STRING "CUDA architectures (chosen by cmake/CudaArchitectures.cmake)" FORCE)
-  set(LADDER_CHOSEN_CUDA_ARCHITECTURES "${_ladder_archs}" CACHE INTERNAL "what the ladder chose itself")
+  set(CMAKE_CUDA_ARCHITECTURES "${_ladder_archs}")
 endif()

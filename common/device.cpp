@@ -1,5 +1,7 @@
 #include "device.hpp"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -74,8 +76,9 @@ size_t shared_memory_per_block_limit() {
   size_t limit = size_t(optin);
   if (const char* v = std::getenv(kSharedMemoryLimitVariable); v && *v) {
     char* end = nullptr;
+    errno = 0;
     const unsigned long long asked = std::strtoull(v, &end, 10);
-    if (*end != '\0' || asked == 0 || v[0] == '-')
+    if (!std::isdigit(static_cast<unsigned char>(v[0])) || *end != '\0' || errno == ERANGE || asked == 0)
       throw std::invalid_argument(std::string(kSharedMemoryLimitVariable) + "='" + v +
                                   "' is not a positive number of bytes (e.g. 65536 for a T4's 64 KiB)");
     if (asked < limit) limit = size_t(asked);

@@ -277,6 +277,9 @@ def grade_rung(args, r, folder, ctx):
         s, fl = data["student"]["median_ms"], data["floor"]["median_ms"]
         lines = [f"problem: {data.get('problem', '')}", f"your rung: {s:.4g} ms (median of {data['reps']})",
                  f"streaming-read floor: {fl:.4g} ms"]
+        if "uncovered_ms" in data:
+            lines.append(f"host wall time beyond the CUDA events: {data['uncovered_ms']:.3f} ms "
+                         f"(allowed {data['uncovered_allowance_ms']:.3f} ms)")
         if s < perf_cfg["floor_slack"] * fl:
             lines.append(f"VOID: faster than {perf_cfg['floor_slack']}x the memory floor allows: the rung cannot have read its input")
         elif data.get("reference"):

@@ -124,9 +124,14 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
       report.fp32_peak_tflops = fp32_peak_tflops(&report.fp32_peak_formula);
       report.dram_peak_gbps = dram_peak_gbps(&report.dram_peak_formula);
       note(opt, "device: " + report.device);
+      int dev = 0, optin = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
       const size_t smem = shared_memory_per_block_limit();
       note(opt, "shared memory per block: " + std::to_string(smem / 1024) + " KiB opt-in" +
-                    (std::getenv(kSharedMemoryLimitVariable) ? std::string(" (as lowered by ") + kSharedMemoryLimitVariable + ")" : ""));
+                    (smem < size_t(optin) ? std::string(" (lowered by ") + kSharedMemoryLimitVariable + " from " +
+                                                std::to_string(optin / 1024) + " KiB)"
+                                          : ""));
       gpu = std::make_unique<GpuSession>(p, in);
       report.floor_ms = gpu->time_streaming_read(opt.warmup, opt.reps, opt.flush_l2);
       // The spread is known when the floor is the median of the session's last timing loop.

@@ -13,7 +13,8 @@ mkdir -p "$work"
 # one, else sm_75 (a T4, the oldest course GPU). scripts/test.sh builds every architecture.
 if [ -z "${LADDER_CUDA_ARCHS:-}" ]; then
   LADDER_CUDA_ARCHS=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ' || true)
-  LADDER_CUDA_ARCHS=${LADDER_CUDA_ARCHS:-75}
+  # "No devices were found" and an old driver's error messages also come on stdout.
+  [[ $LADDER_CUDA_ARCHS =~ ^[0-9]+$ ]] || LADDER_CUDA_ARCHS=75
 fi
 echo "building for CUDA architecture(s) $LADDER_CUDA_ARCHS"
 

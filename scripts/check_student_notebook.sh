@@ -41,7 +41,9 @@ fi
 
 elapsed=$((SECONDS - start))
 if [ "$status" -ne 0 ]; then
-  echo "FAIL: the student notebook stopped at a cell error (after ${elapsed} s); the executed copy: $work/colab_student.executed.ipynb"
+  copy="the executed copy: $work/colab_student.executed.ipynb"
+  [ -f "$work/colab_student.executed.ipynb" ] || copy="the cells' output is above"
+  echo "FAIL: the student notebook stopped at a cell error (after ${elapsed} s); $copy"
   exit 1
 fi
 echo "the student notebook ran without error in ${elapsed} s"

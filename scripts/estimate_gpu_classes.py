@@ -136,6 +136,7 @@ VALIDATION = (Path("results") / "history" / "ladder_h100_seven_stage_ladder.json
 # ---- reading the measured run ----------------------------------------------------------------
 
 def load(path: Path) -> dict:
+    """The JSON file at `path`, parsed."""
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
@@ -188,6 +189,7 @@ def classify(ms: float, work: tuple[float, float], ref: Gpu, name: str = "", pha
 
 
 def ratio(bound: str, ref: Gpu, g: Gpu) -> float:
+    """r: the factor that turns a phase of this bound measured on `ref` into an estimate for `g`."""
     if bound == "DRAM":
         return ref.dram_gbps / g.dram_gbps
     if bound == "FP32":
@@ -247,6 +249,7 @@ def fmt(ms: float) -> str:
 
 
 def stage_phases(stage: dict) -> list[tuple[str, float]]:
+    """(phase name, measured ms) of each phase a stage of the run recorded, in order."""
     return [(p["phase"], p["ms"]) for p in stage.get("phases", [])]
 
 
@@ -314,6 +317,7 @@ def ladder_rows(run: dict, gpus: list[Gpu], ref: Gpu) -> tuple[list[Row], dict]:
 
 
 def pool_only_rows(run: dict, gpus: list[Gpu], ref: Gpu) -> tuple[list[Row], dict]:
+    """Rows of the pool-only table (the floor, CUB, every pool stage), and per GPU the summed time."""
     nbytes = run["tensor"]["bytes"]
     rows, one_rep = [], {g.key: 0.0 for g in gpus}
 
@@ -359,6 +363,7 @@ def validation_rows(run: dict, ref: Gpu) -> list[str]:
 
 
 def render_table(title_col: str, rows: list[Row], gpus: list[Gpu], ref: Gpu) -> list[str]:
+    """Markdown lines of a time table, one column per GPU, with each row's notes as a list below."""
     head = [title_col, "bound (per phase)"] + [
         f"{g.name} sm_{g.sm} ({'measured' if g.key == ref.key else 'estimated'})" for g in gpus]
     out = ["| " + " | ".join(head) + " |", "|---|---|" + "--:|" * len(gpus)]
@@ -372,6 +377,7 @@ def render_table(title_col: str, rows: list[Row], gpus: list[Gpu], ref: Gpu) -> 
 
 
 def spec_table(gpus: list[Gpu]) -> list[str]:
+    """Markdown lines of the spec sheet the estimates use, one row per GPU."""
     out = ["| GPU | sm | SMs | boost GHz | FP32 lanes/SM | FP32 TFLOP/s (SMs × lanes × GHz × 2) | "
            "vendor's FP32 TFLOP/s | DRAM GB/s | memory GB | L2 MB | "
            "shared memory per block (opt-in) / per SM, KiB |",
@@ -427,6 +433,7 @@ def memory_rows(problem: dict, gpus: list[Gpu]) -> list[str]:
 # ---- the whole block -----------------------------------------------------------------------------
 
 def rel(p: Path) -> str:
+    """`p` relative to the repository root, or its file name when it lies outside."""
     try:
         return str(p.resolve().relative_to(REPO))
     except ValueError:
@@ -434,6 +441,7 @@ def rel(p: Path) -> str:
 
 
 def render(ladder_path: Path, pool_path: Path | None, pytorch_path: Path | None, keys: list[str]) -> str:
+    """The whole generated Markdown block, from the result files and the GPU classes named by `keys`."""
     run = load(ladder_path)
     ref = reference_gpu(run)
     unknown = [k for k in keys if k not in SPECS]
@@ -526,6 +534,7 @@ TILED_LABEL = {"shared_memory_tiling": "07", "register_tiling": "08", "async_cop
 
 
 def replace_block(text: str, block: str, path: Path) -> str:
+    """`text` with what lies between its BEGIN and END markers replaced by `block`; exits if not one block."""
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
         raise SystemExit(f"error: {path} needs exactly one {BEGIN} ... {END} block")
     head, rest = text.split(BEGIN, 1)
@@ -534,6 +543,7 @@ def replace_block(text: str, block: str, path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Prints the block, or --update rewrites it in a file, or --check compares (exit 1: stale)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ladder", type=Path, default=REPO / "results" / "ladder_h200.json")
     ap.add_argument("--pool-only", type=Path, default=REPO / "results" / "pool_only_h200.json",

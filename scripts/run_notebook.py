@@ -96,6 +96,11 @@ def main(argv=None) -> int:
                          "machines without nbclient; the notebook must not use IPython magics)")
     args = ap.parse_args(argv)
     if args.plain:
+        unsupported = [f for f, v in (("--output", args.output), ("--results", args.results),
+                                      ("--no-rerun", args.no_rerun)) if v]
+        if unsupported:
+            ap.error(f"--plain cannot honour {', '.join(unsupported)} (it keeps no executed copy and sets no "
+                     "environment); --timeout does not apply either")
         return run_plain(Path(args.notebook).resolve(), Path(args.cwd).resolve() if args.cwd else None)
 
     import nbformat

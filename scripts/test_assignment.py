@@ -778,6 +778,25 @@ class IntegrityNvccTest(unittest.TestCase):
             if cuobjdump:
                 self.assertIn("device code has", text)
 
+    def test_iostream_initializer(self):
+        """Before GCC 13, <iostream> alone adds an initializer (std::ios_base::Init): accepted by
+        rule 3; a global object with a constructor beside it is not."""
+        base = ("#include <iostream>\nnamespace ladder { struct StageDescriptor { int id; };\n"
+                "namespace { __global__ void pool(float* p) { p[threadIdx.x] += 1.0f; } }\n")
+        io_only = base + ("const StageDescriptor& stage_42_descriptor() { pool<<<1, 32>>>(nullptr);"
+                          " static StageDescriptor d{42}; return d; } }\n")
+        with_ctor = base + ("namespace { struct Early { Early() { std::puts(\"early\"); } } early; }\n"
+                            "const StageDescriptor& stage_43_descriptor() { static StageDescriptor d{43}; return d; } }\n")
+        with tempfile.TemporaryDirectory(prefix="ta_") as tmp:
+            obj = compile_object(tmp, "CMakeFiles/stage_42.dir", "io", io_only, compiler="nvcc")
+            self.assertEqual(integrity.check(tmp, "42", cuobjdump="").findings, [])
+            symbols = integrity.parse_symbols(integrity.readelf(obj, "-s"))
+            if not any(s.name.startswith("_GLOBAL__sub_I_") for s in symbols):
+                self.skipTest("this libstdc++ (GCC 13 or newer) adds no initializer for <iostream>")
+            compile_object(tmp, "CMakeFiles/stage_43.dir", "ctor", with_ctor, compiler="nvcc")
+            text = "\n".join(integrity.check(tmp, "43", cuobjdump="").lines())
+            self.assertIn("rule 3 (static constructors): ctor.o: runs the dynamic initialization", text)
+
     def test_inlined_cub_block_reduce(self):
         """docs/assignments.md: with CCCL 3.0, an inlined cub::BlockReduce leaves Thrust's
         sequential::seq object behind (CUB's block headers include a Thrust header)."""

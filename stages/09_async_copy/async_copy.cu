@@ -377,18 +377,23 @@ void run(const GpuStageArgs& a) {
   launch_finish_pooled_logsumexp(p, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
 }
 
-/// Below sm_80 this rung's idea is missing from the machine code: says so, once per run.
+/// Says when the code that runs has no cp.async: on a GPU below sm_80, and also on a newer GPU
+/// running code JIT-compiled from an older architecture's PTX (a build for 75 only on an A100).
+/// The kernel's ptxVersion is the virtual architecture its code came from, x10.
 std::string device_note() {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, conv_pool_async_copy<3>));
+#ifdef LADDER_NO_CP_ASYNC
+  return "built with LADDER_NO_CP_ASYNC: the copies are synchronous (stage 08 with two buffers, no overlap)";
+#endif
+  if (attr.ptxVersion >= 80) return "";
   int dev = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-#ifdef LADDER_NO_CP_ASYNC
-  return "built with LADDER_NO_CP_ASYNC: the copies are synchronous (stage 08 with two buffers, no overlap)";
-#endif
-  if (major >= 8) return "";
-  return "cp.async needs sm_80 or newer; on this sm_" + std::to_string(major) + std::to_string(minor) +
-         " GPU the copies are synchronous (stage 08 with two buffers, no overlap)";
+  return "cp.async needs code for sm_80 or newer; this sm_" + std::to_string(major) + std::to_string(minor) +
+         " GPU runs code built for compute_" + std::to_string(attr.ptxVersion) +
+         ", so the copies are synchronous (stage 08 with two buffers, no overlap)";
 }
 
 }  // namespace
