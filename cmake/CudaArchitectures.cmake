@@ -71,7 +71,6 @@ endfunction()
 
 # The automatic choice is a normal variable, never cached: every configure decides afresh, and a
 # cached CMAKE_CUDA_ARCHITECTURES is always the user's.
-
 if(DEFINED CMAKE_CUDA_ARCHITECTURES OR DEFINED ENV{CUDAARCHS})
   if(DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(_ladder_archs "${CMAKE_CUDA_ARCHITECTURES}")

@@ -9,7 +9,7 @@
 namespace ladder {
 
 std::string cuda_error_hint(cudaError_t code) {
-  if (code == cudaErrorNoKernelImageForDevice || code == cudaErrorInvalidDeviceFunction) {
+  if (code == cudaErrorNoKernelImageForDevice) {
     int dev = 0, major = 0, minor = 0;
     std::string gpu = "this GPU's";
     if (cudaGetDevice(&dev) == cudaSuccess &&
