@@ -1,5 +1,7 @@
 #include "tolerance.hpp"
 
+#include "tf32.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -37,6 +39,14 @@ Tolerance rounding_tolerance(const Problem& p, const Reference& ref, double unit
   for (size_t i = 0; i < t.pooled.size(); ++i)
     t.pooled[i] = rel * ref.magnitude[i] + u * std::fabs(ref.pooled[i]);
   add_y_tolerance(p, ref, u, t);
+  return t;
+}
+
+Tolerance tf32_tolerance(const Problem& p, const Reference& ref) {
+  const double input_rounding = 2.0 * kTf32UnitRoundoff + kTf32UnitRoundoff * kTf32UnitRoundoff;
+  Tolerance t = rounding_tolerance(p, ref, 2.0 * kFp32UnitRoundoff);
+  for (size_t i = 0; i < t.pooled.size(); ++i) t.pooled[i] += input_rounding * ref.magnitude[i];
+  add_y_tolerance(p, ref, kFp32UnitRoundoff, t);  // the epilogue is fp32, on the wider pooled bound
   return t;
 }
 

@@ -64,6 +64,18 @@ inline Tolerance fp32_tolerance(const Problem& p, const Reference& ref) {
 }
 constexpr double kFp64UnitRoundoff = 1.1102230246251565e-16;  // 2^-53
 
+/// Tolerance of a stage that multiplies on tensor cores in TF32 (x and weight each rounded to
+/// 10 mantissa bits, unit roundoff u_t = 2^-11, tf32.hpp) and accumulates in fp32. The rounded
+/// inputs make each product w*x off by at most (2u_t + u_t^2)|w*x| before any addition: a
+/// deterministic bound, (2u_t + u_t^2) * magnitude for pooled (the errors of one x meet every
+/// output it feeds, so they are not independent across the plane). On top comes the fp32 bound
+/// of rounding_tolerance with 2u for u: tensor cores may truncate instead of rounding to nearest
+/// when they add (Fasi, Higham, Mikaitis & Pranesh, "Numerical behavior of NVIDIA tensor cores",
+/// PeerJ Computer Science, 2021). At the KernelBench size: 1.67e-3 * magnitude, against 3.46e-4
+/// for fp32 stages. Exact inputs (small integers) are TF32 values already: there the exact tolerance
+/// still applies.
+Tolerance tf32_tolerance(const Problem& p, const Reference& ref);
+
 /// Tolerance of an fp32 stage on exact inputs (Distribution::Exact; see above):
 /// pooled 2u*(1 + 2^-20)*(|pooled| + |conv_mean|), y the epilogue's bound on top of
 /// scale * max_co of that. Throws std::invalid_argument if ref has no conv_mean.
