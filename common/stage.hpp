@@ -12,6 +12,7 @@
 
 #include "inputs.hpp"
 #include "problem.hpp"
+#include "tolerance.hpp"
 
 namespace ladder {
 
@@ -82,6 +83,9 @@ struct StageDescriptor {
   /// False for stages that never perform the convT arithmetic (10, 11): the ladder then does
   /// not quote convT TFLOP/s for them.
   bool computes_conv = true;
+  /// How the stage forms its products; a Tf32 stage is checked at tf32_tolerance (wider) on
+  /// inputs that are not exact (stage_tolerance).
+  Precision precision = Precision::Fp32;
   /// True if two runs on the same inputs give bitwise-equal outputs (no order-dependent
   /// floating-point atomics); the tests hold a stage that claims it to that.
   bool deterministic = false;

@@ -62,8 +62,9 @@ Tolerance exact_tolerance(const Problem& p, const Reference& ref) {
   return t;
 }
 
-Tolerance stage_tolerance(const Problem& p, const Reference& ref) {
-  return p.distribution == Distribution::Exact ? exact_tolerance(p, ref) : fp32_tolerance(p, ref);
+Tolerance stage_tolerance(const Problem& p, const Reference& ref, Precision precision) {
+  if (p.distribution == Distribution::Exact) return exact_tolerance(p, ref);
+  return precision == Precision::Tf32 ? tf32_tolerance(p, ref) : fp32_tolerance(p, ref);
 }
 
 namespace {

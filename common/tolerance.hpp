@@ -80,9 +80,13 @@ Tolerance tf32_tolerance(const Problem& p, const Reference& ref);
 /// pooled 2u*(1 + 2^-20)*(|pooled| + |conv_mean|), y the epilogue's bound on top of
 /// scale * max_co of that. Throws std::invalid_argument if ref has no conv_mean.
 Tolerance exact_tolerance(const Problem& p, const Reference& ref);
-/// The tolerance a stage is held to on p's inputs: exact_tolerance for Distribution::Exact,
-/// fp32_tolerance otherwise.
-Tolerance stage_tolerance(const Problem& p, const Reference& ref);
+/// How a stage's products are formed: FP32 FMAs, or tensor cores on TF32-rounded inputs.
+enum class Precision { Fp32, Tf32 };
+
+/// The tolerance a stage is held to on p's inputs: exact_tolerance for Distribution::Exact (small
+/// integers, which TF32 represents as well), otherwise fp32_tolerance, or tf32_tolerance for a
+/// Precision::Tf32 stage.
+Tolerance stage_tolerance(const Problem& p, const Reference& ref, Precision precision = Precision::Fp32);
 
 /// Worst disagreement of a result with a reference, in absolute terms and as a multiple of
 /// the tolerance. A NaN on one side only (including a poisoned, unwritten output) fails; NaN

@@ -148,7 +148,10 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
   Tolerance tol;
   if (!o.pool_mode) {
     const HostInputs in = make_inputs(p);  // p.distribution is Uniform: the refills' distribution
-    tol = stage_tolerance(p, linearity_pipeline(p, in));
+    // The student against the reference: the wider of their two precisions' bounds.
+    const Precision wider = student.precision == Precision::Tf32 || (reference && reference->precision == Precision::Tf32)
+                                ? Precision::Tf32 : Precision::Fp32;
+    tol = stage_tolerance(p, linearity_pipeline(p, in), wider);
     fresh = upload(in.x, "x " + format_bytes(4.0 * double(in.x.size())));
     weight = upload(in.weight, "weight"), conv_bias = upload(in.conv_bias, "conv_bias"), bias = upload(in.bias, "bias");
   } else {

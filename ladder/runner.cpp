@@ -225,7 +225,10 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     if (r.ran) {
       // The oracle is exact to fp64: an fp32 stage gets 1x its bound; an fp64 stage and the
       // oracle each carry an fp64 rounding error, so 2x the fp64 bound.
-      r.vs_oracle = compare(r.pooled, r.y, oracle.pooled, oracle.y, fp64 ? tol64 : tol_stage, fp64 ? 2.0 : 1.0);
+      // A TF32 stage (tensor cores) gets the wider TF32 bound on inputs that are not exact.
+      const Tolerance tol = fp64 ? tol64 : s.precision == Precision::Fp32 ? tol_stage
+                                                                           : stage_tolerance(p, oracle, s.precision);
+      r.vs_oracle = compare(r.pooled, r.y, oracle.pooled, oracle.y, tol, fp64 ? 2.0 : 1.0);
       if (previous) {
         const StageReport& prev = report.stages[*previous];
         // Exact inputs: both sides round the same exact means, so they differ by at most one

@@ -250,8 +250,10 @@ TEST(ExactTolerance, StageToleranceFollowsTheDistribution) {
   const HostInputs in = make_inputs(p);
   const Reference ref = linearity_pipeline(p, in);
   EXPECT_EQ(stage_tolerance(p, ref).pooled, exact_tolerance(p, ref).pooled);
+  EXPECT_EQ(stage_tolerance(p, ref, Precision::Tf32).pooled, exact_tolerance(p, ref).pooled);  // TF32 values
   p.distribution = Distribution::Uniform;  // same reference, read as fp32 inputs
   EXPECT_EQ(stage_tolerance(p, ref).pooled, fp32_tolerance(p, ref).pooled);
+  EXPECT_EQ(stage_tolerance(p, ref, Precision::Tf32).pooled, tf32_tolerance(p, ref).pooled);
   Reference bare = ref;
   bare.conv_mean.clear();
   EXPECT_THROW(exact_tolerance(p, bare), std::invalid_argument);

@@ -65,7 +65,7 @@ void check_stage(size_t index, const Problem& p) {
   SCOPED_TRACE(stage.label() + " on " + p.describe());
   const HostInputs in = make_inputs(p);
   const Reference oracle = linearity_pipeline(p, in);
-  const Tolerance tol = stage_tolerance(p, oracle);
+  const Tolerance tol = stage_tolerance(p, oracle, stage.precision);
   GpuSession gpu(p, in);
   const Outputs got = run_stage(stage, p, in, &gpu);
   const Agreement vs_oracle = compare(got.pooled, got.y, oracle.pooled, oracle.y, tol);
@@ -123,7 +123,7 @@ TEST_P(GpuStage, OutputBeyond2To31Elements) {
   const Reference oracle = linearity_pipeline(p, in);
   GpuSession gpu(p, in);
   const Outputs got = run_stage(stage, p, in, &gpu);
-  const Agreement a = compare(got.pooled, got.y, oracle.pooled, oracle.y, stage_tolerance(p, oracle));
+  const Agreement a = compare(got.pooled, got.y, oracle.pooled, oracle.y, stage_tolerance(p, oracle, stage.precision));
   EXPECT_TRUE(a.pass()) << a.summary();
 }
 
@@ -154,7 +154,7 @@ TEST_P(GpuStage, RunsTwiceWithTheSameResultWithinTolerance) {
     GpuSession gpu(p, in);
     const Outputs a = run_stage(stage, p, in, &gpu), b = run_stage(stage, p, in, &gpu);
     // A missing barrier or an unzeroed accumulator shows up as a second run that disagrees.
-    const Agreement ab = compare(a.pooled, a.y, b.pooled, b.y, stage_tolerance(p, oracle), 2.0);
+    const Agreement ab = compare(a.pooled, a.y, b.pooled, b.y, stage_tolerance(p, oracle, stage.precision), 2.0);
     EXPECT_TRUE(ab.pass()) << ab.summary();
   }
 }
@@ -226,7 +226,7 @@ TEST_P(GpuStage, EpilogueFollowsTorchLogsumexpOnNonFiniteBias) {
     const Outputs got = run_stage(stage, p, in, &gpu);
     for (double y : got.y) EXPECT_TRUE(is(pattern.expect, y)) << "y = " << y;
     // Elementwise: NaN where the oracle has NaN, equal infinities, finite values within tolerance.
-    const Agreement a = compare(got.pooled, got.y, oracle.pooled, oracle.y, stage_tolerance(p, oracle));
+    const Agreement a = compare(got.pooled, got.y, oracle.pooled, oracle.y, stage_tolerance(p, oracle, stage.precision));
     EXPECT_TRUE(a.pass()) << a.summary();
   }
 }
@@ -249,12 +249,11 @@ INSTANTIATE_TEST_SUITE_P(Stages, GpuStage, ::testing::ValuesIn(gpu_stage_indices
 void check_every_gpu_stage(const Problem& p) {
   const HostInputs in = make_inputs(p);
   const Reference oracle = linearity_pipeline(p, in);
-  const Tolerance tol = stage_tolerance(p, oracle);
   GpuSession gpu(p, in);
   for (const StageDescriptor* s : registered_stages()) {
     if (!s->is_gpu()) continue;
     const Outputs got = run_stage(*s, p, in, &gpu);
-    const Agreement a = compare(got.pooled, got.y, oracle.pooled, oracle.y, tol);
+    const Agreement a = compare(got.pooled, got.y, oracle.pooled, oracle.y, stage_tolerance(p, oracle, s->precision));
     EXPECT_TRUE(a.pass()) << s->label() << ": " << a.summary();
   }
 }

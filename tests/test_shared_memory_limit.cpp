@@ -125,9 +125,9 @@ TEST(SharedMemoryLimit, PlansFitLoweredLimitsAndStayCorrect) {
         SCOPED_TRACE(p.describe() + " under a limit of " + std::to_string(limit) + " bytes");
         const HostInputs in = make_inputs(p);
         const Reference oracle = linearity_pipeline(p, in);
-        const Tolerance tol = stage_tolerance(p, oracle);
         GpuSession gpu(p, in);
         for (const StageDescriptor* s : stages) {
+          const Tolerance tol = stage_tolerance(p, oracle, s->precision);
           const size_t bytes = s->shared_memory_bytes(p);
           EXPECT_LE(bytes, limit) << s->label();
           if (limit == 1024) {
