@@ -238,13 +238,18 @@ def gain_block(ch: Chapter, runs: list, pools: list) -> str:
     """The chapter's block: its stage against the previous one, from every committed ladder run
     and `--pool-only` run that has this stage (same id, name and, where readable, idea)."""
     rows, notes, skipped = [], [], []
-    for run in runs:
+
+    def this_stage(run):
+        """The run's stage of this chapter, or None (absent, or another stage under its id: noted)."""
         st = next((s for s in run.stages if s.id == ch.id), None)
-        if st is None:
-            continue
-        why = other_stage(ch, st)
+        why = other_stage(ch, st) if st is not None else ""
         if why:
             skipped.append((run.path, why))
+        return None if why else st
+
+    for run in runs:
+        st = this_stage(run)
+        if st is None:
             continue
         where = f"{run.gpu_name}, {lr.problem_short(run.problem)}"
         if not (st.ran and st.total_ms):
@@ -255,12 +260,8 @@ def gain_block(ch: Chapter, runs: list, pools: list) -> str:
         rows.append((run.gpu_name, lr.problem_short(run.problem), c.on, lr.fmt_ms(c.this_ms), *prev,
                      gain_text(c.ratio), link(run.path, ch.path)))
     for pr in pools:
-        st = next((s for s in pr.stages if s.id == ch.id), None)
+        st = this_stage(pr)
         if st is None:
-            continue
-        why = other_stage(ch, st)
-        if why:
-            skipped.append((pr.path, why))
             continue
         if not (st.ran and st.pool_ms):
             continue

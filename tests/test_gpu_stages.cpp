@@ -20,17 +20,12 @@
 #include "oracle.hpp"
 #include "problem_matrix.hpp"
 #include "random_problems.hpp"
+#include "skip_without_gpu.hpp"
 #include "stage.hpp"
 #include "tolerance.hpp"
 
 namespace ladder {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                     \
-  do {                                                         \
-    std::string why;                                           \
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 // The stage that ran before `index` in ladder order (index >= 1).
 const StageDescriptor& previous_stage(size_t index) { return *registered_stages()[index - 1]; }

@@ -17,16 +17,11 @@
 #include "inputs.hpp"
 #include "pool_only.hpp"
 #include "problem_matrix.hpp"
+#include "skip_without_gpu.hpp"
 #include "stage.hpp"
 
 namespace ladder {
 namespace {
-
-#define SKIP_WITHOUT_GPU_POOL()                                                    \
-  do {                                                                             \
-    std::string why;                                                               \
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;   \
-  } while (0)
 
 // A problem whose convT output is (batch, out_channels, h, w): kernel 1, stride 1, no padding.
 Problem output_shape(int64_t batch, int64_t out_channels, int64_t h, int64_t w) {
@@ -76,7 +71,7 @@ void expect_all_passed(const PoolOnlyReport& r) {
 // offset: stage 05's head and tail), one plane, one element, many planes, planes of many
 // chunks, the KernelBench plane, and a shape set by stride, padding and output_padding.
 TEST(PoolOnlyGpu, EveryStageWithAPoolPhasePassesOnAwkwardShapes) {
-  SKIP_WITHOUT_GPU_POOL();
+  SKIP_WITHOUT_GPU();
   const std::vector<Problem> shapes = {
       output_shape(1, 1, 1, 1),      // one plane of one element
       output_shape(1, 1, 7, 9),      // one plane of 63
@@ -96,7 +91,7 @@ TEST(PoolOnlyGpu, EveryStageWithAPoolPhasePassesOnAwkwardShapes) {
 
 // The shape `ladder --pool-only` runs by default; also the JSON it writes.
 TEST(PoolOnlyGpu, KernelBenchShapePassesAndWritesJson) {
-  SKIP_WITHOUT_GPU_POOL();
+  SKIP_WITHOUT_GPU();
   const Problem p = Problem::kernelbench();
   size_t free_bytes = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
@@ -132,7 +127,7 @@ void pool_writes_once(const PoolArgs& a) {
 }
 
 TEST(PoolOnlyGpu, AnUnwrittenPooledFailsTheCheck) {
-  SKIP_WITHOUT_GPU_POOL();
+  SKIP_WITHOUT_GPU();
   ASSERT_FALSE(stages_with_pool_phase().empty());
   const Problem p = output_shape(2, 3, 13, 11);
   std::vector<float> host(size_t(p.out_elems()));
@@ -175,7 +170,7 @@ class NoMarks : public PhaseMarks {
 // 01-05 keep their convT output at the start of their workspace (per_thread_loop.cu,
 // lib/plane_sums.cuh); the test reads it there.
 TEST(PoolOnlyGpu, PoolPhaseAloneGivesThePooledOfTheFullRun) {
-  SKIP_WITHOUT_GPU_POOL();
+  SKIP_WITHOUT_GPU();
   for (Distribution d : {Distribution::Structured, Distribution::Uniform}) {
     Problem p = testing::make(2, 3, 5, 13, 11, {3, 3});  // convT output 15 x 13: odd, not /4
     p.distribution = d;

@@ -13,17 +13,12 @@
 #include "gpu_session.hpp"
 #include "oracle.hpp"
 #include "problem_matrix.hpp"
+#include "skip_without_gpu.hpp"
 #include "stage.hpp"
 #include "tolerance.hpp"
 
 namespace ladder {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                           \
-    std::string why;                                                             \
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 /// Sets LADDER_SHARED_MEMORY_LIMIT for its lifetime ("" unsets it), restoring the old value after.
 class LimitOverride {

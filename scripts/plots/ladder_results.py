@@ -245,8 +245,20 @@ def compare(stage: Stage, previous: Stage | None) -> Comparison:
     return Comparison(stage, previous, ch, this, prev, ratio)
 
 
+class _RecordedDevice:
+    """device and gpu_name of a run whose JSON (self.data) records its device."""
+
+    @property
+    def device(self) -> str:
+        return str(self.data.get("device") or "")
+
+    @property
+    def gpu_name(self) -> str:
+        return self.device.split(",")[0].strip() or "(no GPU)"
+
+
 @dataclass
-class LadderRun:
+class LadderRun(_RecordedDevice):
     path: Path
     data: dict
     stages: list
@@ -261,13 +273,6 @@ class LadderRun:
         stem = self.path.stem
         return stem[len("ladder_"):] if stem.startswith("ladder_") else stem
 
-    @property
-    def device(self) -> str:
-        return str(self.data.get("device") or "")
-
-    @property
-    def gpu_name(self) -> str:
-        return self.device.split(",")[0].strip() or "(no GPU)"
 
     @property
     def sm_count(self) -> int | None:
@@ -510,18 +515,11 @@ class PoolOnlyStage:
 
 
 @dataclass
-class PoolOnlyRun:
+class PoolOnlyRun(_RecordedDevice):
     path: Path
     data: dict
     stages: list
 
-    @property
-    def device(self) -> str:
-        return str(self.data.get("device") or "")
-
-    @property
-    def gpu_name(self) -> str:
-        return self.device.split(",")[0].strip() or "(no GPU)"
 
     @property
     def problem(self) -> dict:
