@@ -39,7 +39,7 @@ HostInputs make_inputs(const Problem& p);
 ///   weight in {-1, 0, 1}, conv_bias in {-2, -1, 1, 2} (never 0, so Hout*Wout <= the bound);
 ///   bias ~ bias_scale * N(0, 1) as for every distribution (the epilogue is not exact anyway);
 /// the sums the stages form (a convT output, a plane sum of convT outputs, the plane sums of x
-/// of stages 10 and 11 and their contraction sum_{ci,taps} w*R) are exact while
+/// of stages 12 and 13 and their contraction sum_{ci,taps} w*R) are exact while
 /// exact_sum_bound < 2^24.
 /// d_max is the largest density (<= 0.6) for which the worst case (every |w| = 1, every plane
 /// at 1.5 d_max) keeps the expected bound at kExactSumTarget; make_inputs then checks the
@@ -58,7 +58,7 @@ double exact_max_density(const Problem& p);
 
 /// max over (n, co) of  Hout*Wout*|cb[co]| + sum_{ci in group(co), taps} |w| * sum_{plane} |x[n,ci]|
 /// and over planes of sum |x[n,ci]|: an upper bound on the sum of |terms| of every sum a stage
-/// forms for one pooled value (the convT sums, the plane sums, the sums of x of stages 10 and 11
+/// forms for one pooled value (the convT sums, the plane sums, the sums of x of stages 12 and 13
 /// and their contraction), since each tap sees at most the whole input plane. Any inputs; OpenMP.
 double exact_sum_bound(const Problem& p, const HostInputs& in);
 

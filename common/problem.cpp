@@ -118,7 +118,7 @@ void Problem::validate() const {
   // In-plane index arithmetic, per axis. The largest magnitudes the kernels form are
   //   oh + padding - kh*dilation        (gather form: up to out - 1 + padding, down to
   //                                      -dilation*(kernel - 1)),
-  //   out + padding - kh*dilation + stride - 1   (tap_span's ceil division, stages 10 and 11),
+  //   out + padding - kh*dilation + stride - 1   (tap_span's ceil division, stages 12 and 13),
   //   a tile's row or column index       (up to out - 1 + padding + the tile's overhang),
   //   a loop over rows or columns        (up to one block past its end),
   // all bounded by out + padding + dilation*(kernel - 1) + stride + kIndexHeadroom.

@@ -80,7 +80,7 @@ struct StageDescriptor {
   /// and throws CudaError or std::runtime_error on a bad launch configuration.
   size_t (*workspace_bytes)(const Problem&) = nullptr;
   void (*run_gpu)(const GpuStageArgs&) = nullptr;
-  /// False for stages that never perform the convT arithmetic (10, 11): the ladder then does
+  /// False for stages that never perform the convT arithmetic (12, 13): the ladder then does
   /// not quote convT TFLOP/s for them.
   bool computes_conv = true;
   /// How the stage forms its products; a Tf32 stage is checked at tf32_tolerance (wider) on

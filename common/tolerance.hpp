@@ -3,7 +3,7 @@
 // fp32_tolerance, for any inputs. Every stage computes pooled[n,co] as a sum of the same
 // products w*x (plus cb), grouped in some order, each addition rounded in fp32 (unit roundoff
 // u = 2^-24). The longest chain of roundings any stage builds has n_chain = taps*Cin/g (a conv
-// output) + Hout*Wout (a plane sum) + H*W (the input plane sum of stages 10 and 11) +
+// output) + Hout*Wout (a plane sum) + H*W (the input plane sum of stages 12 and 13) +
 // Cin/g*taps (their contraction) additions: 576 + 264196 + 262144 + 576 = 5.27e5 at the
 // KernelBench size.
 // The classic bound gamma_n = n*u/(1-n*u) times sum|terms| is far too loose at that n to catch
@@ -23,7 +23,7 @@
 //   fl(S/P)                      one rounding:          u*|pooled|
 //   fl(S * fl(1/P))              two:                   2u*|pooled| (+ u^2 terms)
 //   fl(cb + fl(A)), A from fl(acc * fl(1/P)) or from fp64 then fp32 (06-09): u*|pooled| + 2u*|A|
-//   fp64 then one fp32 rounding (stages 10, 11):       u*|pooled| + ~2^-51*(|pooled| + |A|)
+//   fp64 then one fp32 rounding (stages 12, 13):       u*|pooled| + ~2^-51*(|pooled| + |A|)
 // so |error| <= 2u*(|pooled| + |A|), and the factor (1 + 2^-20) covers the u^2 terms and the
 // fp64 oracle's own roundings (a few 2^-53 relative). A single wrong term (a dropped row or
 // plane, a misread x) moves pooled by at least 1/P, more than this whenever

@@ -162,7 +162,7 @@ def reference_gpu(run: dict) -> Gpu:
 
 def phase_work(cost: dict, phase: str, computes_conv: bool) -> tuple[float, float]:
     """(bytes, flops) a phase must move and do, from the run's cost model. A stage that skips the
-    convolution's arithmetic (10, 11) reads x once in its pool or fused phase and does no conv
+    convolution's arithmetic (12, 13) reads x once in its pool or fused phase and does no conv
     flops; its conv phase is a contraction of sums (counted as nothing)."""
     if phase == "epilogue":
         return cost["epilogue"]["bytes"], cost["epilogue"]["flops"]
@@ -409,12 +409,13 @@ def memory_rows(problem: dict, gpus: list[Gpu]) -> list[str]:
     items = [
         ("`ladder` (every stage): inputs + the convT output of stages 01-05 (or CUB's copy of it)",
          base + conv_out + 4 * n * cout),
-        ("`ladder --stages 06,07,08,09,10,11 --no-cub`: inputs + at most about 1 MiB of workspace",
+        ("`ladder --stages 06,07,08,09,12,13 --no-cub`: inputs + at most about 1 MiB of workspace",
          base + mib),
         ("`ladder --pool-only`: the convT-shaped tensor + plane sums", conv_out + 2 * 4 * n * cout),
         ("grader timing, pool mode (rungs 03-05): fresh convT-shaped input + 2 workspaces",
          conv_out + 2 * 4 * n * cout),
-        ("grader timing, stage mode (rungs 08-11): inputs + 2 workspaces of about 1 MiB", base + 2 * mib),
+        ("grader timing, stage mode (rungs 08, 09, 12, 13): inputs + 2 workspaces of about 1 MiB",
+         base + 2 * mib),
         ("GPU test `OutputBeyond2To31Elements`, stages 01-05 (skipped when it does not fit)",
          big_out + big_base),
     ]

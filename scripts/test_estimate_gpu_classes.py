@@ -102,8 +102,8 @@ class Classify(unittest.TestCase):
             self.assertEqual(got[sid], ["fused issue", "epilogue launch"], sid)
         for sid in ("08", "09"):
             self.assertEqual(got[sid], ["fused FP32", "epilogue launch"], sid)
-        self.assertEqual(got["10"], ["pool DRAM", "conv launch", "epilogue launch"])
-        self.assertEqual(got["11"], ["fused DRAM"])
+        self.assertEqual(got["12"], ["pool DRAM", "conv launch", "epilogue launch"])
+        self.assertEqual(got["13"], ["fused DRAM"])
 
     def test_a_stage_is_the_sum_of_its_scaled_phases(self):
         stage = {"name": "x", "computes_conv": True,
@@ -198,7 +198,7 @@ class Rendered(unittest.TestCase):
 
     def test_dram_bound_stage_scales_by_bandwidth(self):
         header = table_cells(self.block, "stage")
-        cells = table_cells(self.block, "11 single_launch")
+        cells = table_cells(self.block, "13 single_launch")
         t4 = cells[header.index("T4 sm_75 (estimated)")]
         self.assertEqual(t4, est.fmt(self.data["stages"][-1]["total_ms"] * 4800 / 320))
 
@@ -237,7 +237,7 @@ class UpdateAndCheck(unittest.TestCase):
                 self.assertEqual(est.main(["--check", str(doc)]), 0)
             text = doc.read_text(encoding="utf-8")
             self.assertTrue(text.endswith(f"{est.END}\n\nafter\n"))
-            doc.write_text(text.replace("| 11 single_launch |", "| 11 single_launch (edited) |"), encoding="utf-8")
+            doc.write_text(text.replace("| 13 single_launch |", "| 13 single_launch (edited) |"), encoding="utf-8")
             with redirect_stderr(io.StringIO()) as err:
                 self.assertEqual(est.main(["--check", str(doc)]), 1)
             self.assertIn("out of date", err.getvalue())

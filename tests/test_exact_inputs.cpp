@@ -68,7 +68,7 @@ std::vector<float> plane_sums_fp32_backwards(const Problem& p, const std::vector
   return s;
 }
 
-// The sums of stages 10 and 11 in fp32: each tap's window sum of x (rows, then columns),
+// The sums of stages 12 and 13 in fp32: each tap's window sum of x (rows, then columns),
 // contracted with the weights in reverse channel order, plus P*cb.
 std::vector<float> linearity_sums_fp32(const Problem& p, const HostInputs& in) {
   const int64_t kH = p.kernel_size.h, kW = p.kernel_size.w, taps = kH * kW;
@@ -120,7 +120,7 @@ TEST(ExactInputs, AreSmallIntegersWithDistinctPlaneDensities) {
 
 // The oracles compute in fp64 from the same integers: both plane sums are the same integer,
 // divided once, so the two agree bit for bit; and fp32 sums in other orders (the convT output
-// then the plane, or the window sums and contraction of stages 10 and 11) give the very same
+// then the plane, or the window sums and contraction of stages 12 and 13) give the very same
 // integer.
 TEST(ExactInputs, OraclesAgreeBitForBitWithFp32SumsInOtherOrders) {
   std::mt19937_64 rng(99);
@@ -199,7 +199,7 @@ TEST(ExactTolerance, CoversEveryWayToFormTheMean) {
           S[i] * inv_f,                                  // a rounded reciprocal: two roundings
           cb + acc * inv_f,                              // bias after an fp32 mean
           cb + float(double(acc) * inv_d),               // stages 06-09: fp64 mean, fp32 bias add
-          float(double(cb) + double(acc) * inv_d),       // stages 10, 11: fp64, one fp32 rounding
+          float(double(cb) + double(acc) * inv_d),       // stages 12, 13: fp64, one fp32 rounding
       };
       for (double f : forms) {
         ASSERT_LE(std::fabs(f - ref.pooled[i]), tol.pooled[i]) << i << ": " << f << " vs " << ref.pooled[i];

@@ -123,10 +123,10 @@ TEST_P(GpuStage, OutputBeyond2To31Elements) {
 }
 
 // Problems for the rerun tests, uniform inputs (real fractions: every rounding shows):
-// stride (2, 1) with padding (the general kernel of stages 07-09, the border frames of 10 and
-// 11), a stride-1 plane of two chunks with padding (the tiled kernels of 07-09 over several
-// tiles per plane, the chunk sums and frames of 10 and 11), and the KernelBench channels (the
-// 64 slots per channel of 10 and 11 across all 8 warps, 128 channels in 4 passes).
+// stride (2, 1) with padding (the general kernel of stages 07-09, the border frames of 12 and
+// 13), a stride-1 plane of two chunks with padding (the tiled kernels of 07-09 over several
+// tiles per plane, the chunk sums and frames of 12 and 13), and the KernelBench channels (the
+// 64 slots per channel of 12 and 13 across all 8 warps, 128 channels in 4 passes).
 std::vector<Problem> rerun_problems() {
   std::vector<Problem> ps = {testing::make(3, 5, 7, 40, 37, {3, 3}, {2, 1}, {1, 0}, {1, 0}),
                              testing::make(2, 16, 40, 150, 131, {3, 3}, {1, 1}, {1, 1}),

@@ -161,10 +161,10 @@ TEST(PoolOnly, HugeBatchStopsWithAHostMemoryError) {
 TEST(PoolOnly, SelectingOnlyStagesWithoutAPoolPhaseIsAnError) {
   LadderOptions opt;
   opt.progress = false;
-  opt.stage_ids = {"11"};  // pools x before the convolution: no pool phase of its own
+  opt.stage_ids = {"13"};  // pools x before the convolution: no pool phase of its own
   try {
     run_pool_only(Problem::kernelbench_v1(), opt);
-    FAIL() << "--pool-only --stages 11 was accepted";
+    FAIL() << "--pool-only --stages 13 was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("pool phase"), std::string::npos) << e.what();
   }

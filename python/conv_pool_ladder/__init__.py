@@ -6,7 +6,7 @@
     y = cpl.stage_forward(x, conv.weight, conv.bias, bias)  # differentiable (C++ autograd)
     model = cpl.ModelNew(64, 128, 3, (128, 1, 1)).cuda()   # KernelBench-style
 
-Stages are named by number ("11"), folder name or name ("single_launch").
+Stages are named by number ("13"), folder name or name ("single_launch").
 load_extension, list_stage_folders and the build helpers need no torch until a build starts;
 run_stage, stage_forward, stage_op, Model and ModelNew import torch.
 """

@@ -60,8 +60,8 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 
 @dataclass(frozen=True)
 class StageFolder:
-    id: str  # "11"
-    folder: str  # "11_single_launch"
+    id: str  # "13"
+    folder: str  # "13_single_launch"
     path: Path
     sources: tuple  # the folder's .cu and .cpp files, sorted
     name: str = ""  # "single_launch"
@@ -122,7 +122,7 @@ def gpu_stages(root: Path = REPO_ROOT) -> list:
 
 
 def normalize_stage_id(stage, root: Path = REPO_ROOT) -> str:
-    """11, "11", "11_single_launch" or "single_launch" -> "11".
+    """13, "13", "13_single_launch" or "single_launch" -> "13".
 
     A name is looked up among the stage folders of `root`, so code that names its stage keeps
     working when the ladder is renumbered."""
@@ -135,7 +135,7 @@ def normalize_stage_id(stage, root: Path = REPO_ROOT) -> str:
         if f.folder[3:] == s:
             return f.id
     raise ValueError(
-        f"stage must be a number, a folder name like 11_single_launch or a name like single_launch; "
+        f"stage must be a number, a folder name like 13_single_launch or a name like single_launch; "
         f"{stage!r} is none of these (stages: {', '.join(f.folder for f in folders) or 'none'})")
 
 

@@ -6,7 +6,7 @@ stage_forward(...)  y (N, 1) through the extension's registered operator, differ
                     and second derivatives; what ModelNew calls.
 stage_op(stage)     the same operator as torch.ops sees it (torch.ops.<module>.stage_forward).
 
-A stage is named by number (11, "11"), folder name ("11_single_launch") or name
+A stage is named by number (13, "13"), folder name ("13_single_launch") or name
 ("single_launch"). Argument checks happen in C++ only (csrc/stage_call.cpp): wrong tensors
 raise ValueError / TypeError naming the tensor, as do parameter sets PyTorch would reject.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ._build import _LOADED, load_extension, normalize_stage_id
 
-_RESOLVED = {}  # stage as given -> (extension module, its number "11", which the C++ also accepts)
+_RESOLVED = {}  # stage as given -> (extension module, its number "13", which the C++ also accepts)
 
 
 def _resolve(stage):

@@ -8,7 +8,7 @@
 Each diagram is computed from the same rules as the code it illustrates (the gather form's exact
 division, stage 03's sequential addressing, stage 04's shuffle offsets, the input tile with its
 halo that stage 07 introduces, in stage 08's geometry with its row pitch of 20 floats, and
-tap_span and plan_tap of stages/lib/tap_window.cuh, stage 10's), drawn small enough to read.
+tap_span and plan_tap of stages/lib/tap_window.cuh, stage 12's), drawn small enough to read.
 Deterministic:
 no randomness, no dates; matplotlib, Agg backend.
 """
@@ -403,7 +403,7 @@ def draw_tile_banks():
     return fig
 
 
-# --- (e) stage 10: which input elements each tap of a padded kernel sees ---------------------------
+# --- (e) stage 12: which input elements each tap of a padded kernel sees ---------------------------
 
 def tap_span(n_in: int, n_out: int, stride: int, padding: int, dilation: int, k: int) -> tuple[int, int]:
     """The input rows [lo, hi) whose tap k lands in the output (tap_span in stages/lib/tap_window.cuh)."""

@@ -51,7 +51,7 @@ void check_shape(const at::Tensor& t, const char* name, c10::IntArrayRef expecte
 
 bool matches(const ladder::StageDescriptor& d, std::string_view key) {
   if (key == d.id || key == d.name) return true;
-  // "11_single_launch", compared in place: no temporary string per call.
+  // "13_single_launch", compared in place: no temporary string per call.
   return key.size() == d.id.size() + 1 + d.name.size() && key.substr(0, d.id.size()) == d.id &&
          key[d.id.size()] == '_' && key.substr(d.id.size() + 1) == d.name;
 }

@@ -32,11 +32,11 @@ struct Geometry {
 Geometry make_geometry(c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef output_padding,
                        c10::IntArrayRef dilation, int64_t groups, double scale);
 
-/// A GPU stage of this build by number ("11"), folder name ("11_single_launch") or name
+/// A GPU stage of this build by number ("13"), folder name ("13_single_launch") or name
 /// ("single_launch"); ValueError listing the built stages otherwise.
 const ladder::StageDescriptor& find_gpu_stage(std::string_view key);
 
-/// "11_single_launch, ..." for messages.
+/// "13_single_launch, ..." for messages.
 std::string built_stages();
 
 struct StageOutputs {

@@ -5,7 +5,7 @@
 //                           int[2] dilation=1, int groups=1, float scale=10.0) -> Tensor y (N, 1)
 //
 // y = scale * logsumexp_co(mean_{oh,ow} ConvTranspose2d(x) + bias), computed by the GPU stage
-// named `stage` ("single_launch", "11" or "11_single_launch"). <module> is the extension
+// named `stage` ("single_launch", "13" or "13_single_launch"). <module> is the extension
 // module's name (conv_pool_ladder_s06, ...): a namespace can be defined by one library only.
 //
 // Two kernels are registered. CompositeExplicitAutograd (every backend, below autograd) runs

@@ -1,4 +1,4 @@
-// Stage 10: pool before conv. The convolution is linear, so its global mean needs only sums of
+// Stage 12: pool before conv. The convolution is linear, so its global mean needs only sums of
 // x, one window per tap (docs/problem.md, "Pooling before convolving: the linearity identity"):
 //
 //   pooled[n,co] = cb[co] + 1/(Hout*Wout) * sum_{ci in group(co)} sum_{kh,kw}
@@ -32,7 +32,7 @@
 namespace ladder {
 namespace {
 
-// ---- stage 10 kernels: begin ---------------------------------------------------------------
+// ---- stage 12 kernels: begin ---------------------------------------------------------------
 
 constexpr int kBlock = 256;  // threads per block, every kernel
 constexpr int kWarps = kBlock / 32;
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kBlock)
   if (threadIdx.x < 32 && co < p.conv.out_channels) pooled[int64_t(n) * p.conv.out_channels + co] = pv;
 }
 
-// ---- stage 10 kernels: end -----------------------------------------------------------------
+// ---- stage 12 kernels: end -----------------------------------------------------------------
 
 /// Chunking: at least kMinChunkElems floats a block (so the fixed cost of a block is small next
 /// to its loads) and at most kMaxChunksPerPlane chunks a plane (so the workspace stays small).

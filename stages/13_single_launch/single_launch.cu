@@ -1,11 +1,11 @@
-// Stage 11: one launch. Stage 10's pieces, the same arithmetic in the same order, in a single
+// Stage 13: one launch. Stage 12's pieces, the same arithmetic in the same order, in a single
 // kernel that waits for nothing: instead of a kernel boundary between the phases, a counter
 // per plane and a counter per sample find the block that finishes last (the last-block
 // pattern), and that block carries on with the next phase:
-//  - every block:                 its chunk of one (n, ci) plane (stage 10's plane_chunk_sums);
+//  - every block:                 its chunk of one (n, ci) plane (stage 12's plane_chunk_sums);
 //  - the plane's last block:      S from the chunk sums, R for every tap (lib/tap_window.cuh),
-//                                 the slots sum_taps w*R (stage 10's plane_contract);
-//  - the sample's last plane's:   the slots over ci (stage 10's sum_input_channels) and the
+//                                 the slots sum_taps w*R (stage 12's plane_contract);
+//  - the sample's last plane's:   the slots over ci (stage 12's sum_input_channels) and the
 //                                 epilogue, + bias, log-sum-exp over co, x scale.
 // The counters start at zero and every launch leaves them at zero (the block that reads a
 // counter's final value resets it), so the runner zeroes the workspace once, not per launch.
@@ -30,7 +30,7 @@
 namespace ladder {
 namespace {
 
-// ---- stage 11 kernels: begin ---------------------------------------------------------------
+// ---- stage 13 kernels: begin ---------------------------------------------------------------
 
 constexpr int kBlock = 256;  // threads per block
 constexpr int kWarps = kBlock / 32;
@@ -65,8 +65,8 @@ struct Workspace {
 /// Pool: the sum of one chunk of one plane of x, returned to every thread of the block.
 __device__ inline float chunk_sum_of(const Params& p, const float* __restrict__ x, int plane, int chunk,
                                      float* scratch) {
-  // BEGIN SOLUTION 10
-  // STUB: ladder_todo("chunk_sum_of (as in stage 10): the sum of chunk `chunk` (p.chunk_elems floats, the plane's last chunk shorter) of plane `plane` of x (p.plane_elems floats a plane), every thread's share with 16-byte loads (chunk_partial_sum, lib/aligned_split.cuh) and the block's sum in a fixed order (block_allreduce_sum, lib/warp_reduce.cuh, scratch its kWarps floats), returned to every thread");
+  // BEGIN SOLUTION 12
+  // STUB: ladder_todo("chunk_sum_of (as in stage 12): the sum of chunk `chunk` (p.chunk_elems floats, the plane's last chunk shorter) of plane `plane` of x (p.plane_elems floats a plane), every thread's share with 16-byte loads (chunk_partial_sum, lib/aligned_split.cuh) and the block's sum in a fixed order (block_allreduce_sum, lib/warp_reduce.cuh, scratch its kWarps floats), returned to every thread");
   // STUB: ladder_unused(p, x, plane, chunk, scratch);
   // STUB: return 0.0f;
   const int64_t begin = int64_t(chunk) * p.chunk_elems;
@@ -84,8 +84,8 @@ __device__ inline void contract_plane(const Params& p, const float* __restrict__
                                       const float* __restrict__ weight, int plane, float S,
                                       const Workspace& ws, float* scratch) {
   const ConvParams& c = p.conv;
-  // BEGIN SOLUTION 10
-  // STUB: ladder_todo("contract_plane (as in stage 10): for plane = n * Cin + ci with sum S, write R (ws.tap_sum, p.taps floats a plane) for every tap with plane_tap_sums (lib/tap_window.cuh; block_sum: block_allreduce_sum over scratch), make it visible to the block, then for each output channel j < Cout/g of ci's group write ws.contrib[plane * Cout/g + j] = sum over taps t of weight[ci, j, t] * R[t], in fp64");
+  // BEGIN SOLUTION 12
+  // STUB: ladder_todo("contract_plane (as in stage 12): for plane = n * Cin + ci with sum S, write R (ws.tap_sum, p.taps floats a plane) for every tap with plane_tap_sums (lib/tap_window.cuh; block_sum: block_allreduce_sum over scratch), make it visible to the block, then for each output channel j < Cout/g of ci's group write ws.contrib[plane * Cout/g + j] = sum over taps t of weight[ci, j, t] * R[t], in fp64");
   // STUB: ladder_unused(c, p, x, weight, plane, S, ws, scratch);
   float* R = ws.tap_sum + int64_t(plane) * p.taps;
   plane_tap_sums(c, p.has_border, x + int64_t(plane) * p.plane_elems, S, R,
@@ -115,8 +115,8 @@ __device__ inline float channel_tile_pooled(const Params& p, const double* contr
                                             const float* __restrict__ conv_bias, int n, int base,
                                             double (*slice)[32]) {
   const ConvParams& c = p.conv;
-  // BEGIN SOLUTION 10 11
-  // STUB: ladder_todo("channel_tile_pooled (stage 10's, reading the slots through L2): for co = base + lane, pooled = conv_bias[co] + (sum over the Cin/g input channels ci of co's group of contrib[n, ci, co mod Cout/g]) / (Hout * Wout), the sum in fp64 and in a fixed order (warp w adds ci = w, w + kWarps, ..., then warp 0 adds the kWarps sums from slice in warp order); the slots were written by other blocks of this launch, so read them with __ldcg, never through this SM's L1; returned in warp 0 for co < Cout; every thread calls it");
+  // BEGIN SOLUTION 12 13
+  // STUB: ladder_todo("channel_tile_pooled (stage 12's, reading the slots through L2): for co = base + lane, pooled = conv_bias[co] + (sum over the Cin/g input channels ci of co's group of contrib[n, ci, co mod Cout/g]) / (Hout * Wout), the sum in fp64 and in a fixed order (warp w adds ci = w, w + kWarps, ..., then warp 0 adds the kWarps sums from slice in warp order); the slots were written by other blocks of this launch, so read them with __ldcg, never through this SM's L1; returned in warp 0 for co < Cout; every thread calls it");
   // STUB: ladder_unused(c, p, contrib, conv_bias, n, base, slice);
   // STUB: return 0.0f;
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) / 32, co = base + lane;
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// ---- stage 11 kernels: end -----------------------------------------------------------------
+// ---- stage 13 kernels: end -----------------------------------------------------------------
 
 /// Chunking: at least kMinChunkElems floats a block (so the fixed cost of a block is small next
 /// to its loads) and at most kMaxChunksPerPlane chunks a plane (so the workspace stays small).
@@ -292,7 +292,7 @@ void run(const GpuStageArgs& a) {
 }  // namespace
 
 LADDER_REGISTER_STAGE(d) {
-  d.idea = "stage 10 in one launch: the last block of each plane and of each sample goes on";
+  d.idea = "stage 12 in one launch: the last block of each plane and of each sample goes on";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
   d.computes_conv = false;             // sums of x and a contraction of the weights' size, no convT arithmetic
