@@ -83,6 +83,9 @@ struct StageDescriptor {
   /// False for stages that never perform the convT arithmetic (12, 13): the ladder then does
   /// not quote convT TFLOP/s for them.
   bool computes_conv = true;
+  /// True if the stage's convolution runs on tensor cores (10, 11): the ladder then quotes no
+  /// share of the FP32 FMA peak for it (mma_peak measures the ceiling that applies).
+  bool tensor_cores = false;
   /// How the stage forms its products; a Tf32 stage is checked at tf32_tolerance (wider) on
   /// inputs that are not exact (stage_tolerance).
   Precision precision = Precision::Fp32;

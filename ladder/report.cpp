@@ -13,7 +13,7 @@
 //   floor_ms, floor_gbps, and floor_ms_min, floor_ms_max where the spread is known
 //   cub_pool_ms (0 if not run), cub_pool_ms_min, cub_pool_ms_max (if run), cub_note (if not)
 //   cuda_context_lost  (only after a sticky CUDA error: which stage, which error)
-//   stages []    {id, name, idea, gpu, ran, failed, note, computes_conv, and if ran:
+//   stages []    {id, name, idea, gpu, ran, failed, note, computes_conv, tensor_cores, and if ran:
 //                 phases [{phase, ms, ms_min, ms_max}] (ms: median; a CPU stage's one run),
 //                 total_ms, total_ms_min, total_ms_max,
 //                 vs_oracle {pass, max_abs_pooled, max_abs_y, worst_ratio_to_tolerance, nan_count},
@@ -169,7 +169,9 @@ std::string format_table(const LadderReport& r) {
     // Throughput of the convolution's arithmetic: its own phase, or the whole fused launch.
     const double conv_like = std::isfinite(conv) ? conv : phase_time(s, Phase::Fused);
     std::string tflops = s.computes_conv ? cell("%.2f", cost.conv.flops / conv_like / 1e9) : "-";
-    if (s.computes_conv && s.gpu && r.fp32_peak_tflops > 0 && std::isfinite(conv_like))
+    if (s.computes_conv && s.tensor_cores)  // the FP32 FMA peak is not its ceiling
+      tflops += " (TC)";
+    else if (s.computes_conv && s.gpu && r.fp32_peak_tflops > 0 && std::isfinite(conv_like))
       tflops += cell(" (%.0f%%)", 100.0 * cost.conv.flops / conv_like / 1e9 / r.fp32_peak_tflops);
     std::string check = "oracle " + std::string(s.vs_oracle.pass() ? "PASS" : "FAIL");
     if (s.vs_previous && s.vs_previous_checked)
@@ -195,7 +197,7 @@ std::string format_table(const LadderReport& r) {
   }
   out << "\ntimes: median of repetitions (CUDA events); min-max: fastest and slowest repetition of the total; "
          "fused stages show their whole launch under conv ms;\nTFLOP/s = convT flops / that time (% of the FP32 "
-         "FMA peak); x floor = total / streaming read of x;\nspeedup = the previous stage's time / this stage's "
+         "FMA peak; TC: on tensor cores, whose peak is not the FMA peak); x floor = total / streaming read of x;\nspeedup = the previous stage's time / this stage's "
          "time, both over the phases this stage changes (column \"on\"; total: the whole run);\n"
          "check: PASS/FAIL against the oracle"
       << (r.tolerance == "exact" ? " and, at the same exact tolerance, against the previous stage\n"
@@ -276,7 +278,8 @@ void write_json(const LadderReport& r, const std::string& path) {
   const StageReport* prev = nullptr;  // the last stage that ran
   for (const StageReport& s : r.stages) {
     json js{{"id", s.id},     {"name", s.name}, {"idea", s.idea},         {"gpu", s.gpu},
-            {"ran", s.ran},   {"failed", s.failed}, {"note", s.note}, {"computes_conv", s.computes_conv}};
+            {"ran", s.ran},   {"failed", s.failed}, {"note", s.note}, {"computes_conv", s.computes_conv},
+            {"tensor_cores", s.tensor_cores}};
     js["changes"] = json::array();
     for (Phase ph : s.changes) js["changes"].push_back(to_string(ph));
     if (s.ran) {

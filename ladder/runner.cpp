@@ -167,6 +167,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     r.idea = s.idea;
     r.gpu = s.is_gpu();
     r.computes_conv = s.computes_conv;
+    r.tensor_cores = s.tensor_cores;
     r.changes = s.changes;
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(stages.size()) +
                               "] " + s.label();

@@ -33,6 +33,7 @@ struct StageReport {
   std::string id, name, idea;
   bool gpu = false;
   bool computes_conv = true;  ///< see StageDescriptor::computes_conv
+  bool tensor_cores = false;  ///< see StageDescriptor::tensor_cores
   std::vector<Phase> changes;  ///< see StageDescriptor::changes (empty: the total)
   bool ran = false;
   bool failed = false;  ///< an error stopped it (the note says which); fails the ladder

@@ -30,7 +30,7 @@ fi
 kernel_filter() {
   case $1 in
     per_thread_loop | pool_before_conv | single_launch) echo 'regex:.' ;;
-    fused_gather | shared_memory_tiling | register_tiling | async_copy) echo 'regex:conv_pool|logsumexp' ;;
+    fused_gather | shared_memory_tiling | register_tiling | async_copy | tensor_cores | three_tf32) echo 'regex:conv_pool|logsumexp' ;;
     atomics | shared_tree | warp_shuffle | vectorized_loads) echo 'regex:pool|logsumexp|divide' ;;
     *) return 1 ;;
   esac

@@ -12,6 +12,8 @@
 #   register_tiling: 128-bit shared-memory loads, and an unrolled inner loop of FFMAs: some 128
 #                    consecutive instructions of its tiled kernel are at least 75% FFMA
 #   async_copy:      LDGSTS and its copy-group waits, and the same FFMA share
+#   tensor_cores, three_tf32: TF32 mma (HMMA.1688.F32.TF32) and LDGSTS in the tiled kernel, and
+#                    an inner loop where some 64 consecutive instructions are at least 40% HMMA
 #   pool_before_conv: 128-bit loads and warp shuffles in its plane-sum kernel
 #   single_launch:   an atomic arrival counter, a fence and 128-bit loads in its one kernel
 #   every GPU stage: no local memory (LDL/STL) in any kernel: no spills, no stack arrays, in
@@ -89,6 +91,14 @@ stage_idea() {
       expect "$id" async_copy "asynchronous global-to-shared copies" "${op}LDGSTS([.[:space:]]|$)"
       expect "$id" async_copy "waits on copy groups" "${op}(LDGDEPBAR|DEPBAR)([.[:space:]]|$)"
       expect_dense "$id" async_copy "FFMAs" "${op}FFMA([.[:space:]]|$)" 128 75 ;;
+    tensor_cores | three_tf32)  # TF32 mma is sm_80's: a build with sm_75 code only cannot show it
+      if [ -z "$check_only" ] && ! grep -Eq 'arch = sm_(8[0-9]|9[0-9]|[1-9][0-9]{2})' "$tmp/$id.sass"; then
+        fail "stage $id: this build has no sm_80 or newer code, and TF32 mma (HMMA) needs sm_80;" \
+             "build for one such architecture too, e.g. -DCMAKE_CUDA_ARCHITECTURES=\"75;80\""
+      fi
+      expect "$id" tensor_cores "TF32 tensor-core mma (HMMA.1688.F32.TF32)" "${op}HMMA\\.1688\\.F32\\.TF32([.[:space:]]|$)"
+      expect "$id" tensor_cores "asynchronous global-to-shared copies" "${op}LDGSTS([.[:space:]]|$)"
+      expect_dense "$id" tensor_cores "HMMAs" "${op}HMMA\\." 64 40 ;;
     pool_before_conv)
       expect "$id" plane_chunk_sums "128-bit global loads" "${op}LDG\\.E(\\.[A-Z0-9_]+)*\\.128([.[:space:]]|$)"
       expect "$id" plane_chunk_sums "warp shuffles" "${op}SHFL\\." ;;

@@ -106,6 +106,13 @@ TEST(SharedMemoryLimit, LargeFootprintShapesExceedSixtyFourKiBUnlowered) {
   }
 }
 
+// Stages 07-09 shrink their input-channel chunk to fit the limit, so they keep the tiled path
+// at 64 KiB. The tensor-core stages stage 8 channels or none (the mma's k is 8 channels): on
+// these shapes they fall back to the general path at 64 KiB, which must still fit and be right.
+bool shrinks_its_chunk(const StageDescriptor& s) {
+  return s.name == "shared_memory_tiling" || s.name == "register_tiling" || s.name == "async_copy";
+}
+
 // Under each lowered limit every plan fits, the stage still matches the fp64 oracle (exact and
 // structured inputs), and the tightest limit leaves only the general path (0 bytes).
 TEST(SharedMemoryLimit, PlansFitLoweredLimitsAndStayCorrect) {
@@ -127,7 +134,7 @@ TEST(SharedMemoryLimit, PlansFitLoweredLimitsAndStayCorrect) {
           EXPECT_LE(bytes, limit) << s->label();
           if (limit == 1024) {
             EXPECT_EQ(bytes, 0u) << s->label() << " should take its general path";
-          } else if (limit == 65536) {
+          } else if (limit == 65536 && shrinks_its_chunk(*s)) {
             EXPECT_GT(bytes, 0u) << s->label() << " should keep its tiled path at 64 KiB";
           }
           const GpuTiming t = gpu.run_once(*s);

@@ -1,0 +1,490 @@
+// Stage 10: tensor cores. Stage 09's pipeline (the same tiles, cp.async into two buffers, the
+// partials and the finish), with the arithmetic moved from FP32 FMAs to tensor cores:
+//  - conv+pool: the convolution of a 16x16 output tile and 64 output channels is an implicit
+//               GEMM, D[m, n] = sum_k A[m, k] B[k, n] with m the tile's 256 pixels, n its 64
+//               channels and k = (tap, input channel): A[m, k] is the input under tap k of pixel
+//               m, gathered from the shared input patch as in stage 09, and B[k, n] the weight.
+//               mma.sync.m16n8k8 with TF32 inputs and FP32 accumulation (sm_80+) does 16x8x8 of
+//               it per warp and instruction. Shared memory holds each pixel's 8 channels of a
+//               chunk side by side, in the order a thread's fragment wants them, so one 8-byte
+//               load gives two fragment registers; each thread rounds the values it copied to
+//               TF32 once (cvt.rna) before the barrier, not at every use. The pool is summed
+//               from the accumulator fragments when a tile is complete; D is never stored.
+//               Every other ConvTranspose2d parameter set, and GPUs below sm_80, take the general
+//               FP32 path (lib/conv_pool_general.cuh);
+//  - finish:    partials summed in a fixed order, mean, conv bias, log-sum-exp
+//               (lib/fused_partials.cuh).
+// TF32 keeps 10 of FP32's 23 mantissa bits, so the stage is held to the TF32 bound
+// (common/tolerance.hpp); stage 11 recovers FP32 accuracy on the same tensor cores.
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "conv_params.hpp"
+#include "cuda_check.hpp"
+#include "device.hpp"
+#include "lib/conv_pool_general.cuh"
+#include "lib/fused_partials.cuh"
+#include "lib/register_stage.hpp"
+#include "lib/todo.cuh"
+
+namespace ladder {
+namespace {
+
+// ---- stage 10 kernels: begin ---------------------------------------------------------------
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+// Geometry. Block: a 16x16 output tile (M = 256 pixels) by 128 output channels (N). Warp
+// (wm, wn) = (warp % 4, warp / 4) owns tile rows 4*wm .. 4*wm+3 (kMTiles m16 tiles, one output
+// row of 16 pixels each) and channels 64*wn .. +63 (kNTiles n8 tiles): 4 x 8 mma tiles, 128 FP32
+// accumulators per thread. Per k-step 8 A loads and 8 B loads of 8 bytes feed 32 mma: shared
+// memory delivers 256 bytes a clock per SM, so a smaller warp tile would wait on it.
+constexpr int kTileRows = 16;
+constexpr int kTileCols = 16;
+constexpr int kCoTile = 128;
+constexpr int kWarpsM = 4;
+constexpr int kWarpsN = kWarps / kWarpsM;
+constexpr int kMTiles = kTileRows / kWarpsM;    // 4: one m16 tile = one output row of the tile
+constexpr int kNTiles = kCoTile / kWarpsN / 8;  // 4 n8 tiles
+constexpr int kCiChunk = 8;                     // input channels per step = the mma's k
+constexpr int kMaxKernelW = 5;
+constexpr int kPitch = kTileCols + kMaxKernelW - 1;  // patch columns per row, as in stage 09
+constexpr int kBuffers = 2;
+constexpr int64_t kTargetBlocks = 4096;
+static_assert(kWarpsM * kMTiles == kTileRows && kTileCols == 16, "an m16 tile is one output row");
+static_assert(kThreads % kCoTile == 0 && kThreads % kCiChunk == 0, "fixed per-thread copy roles");
+
+/// The tiled kernel's arguments, by value. x (N, Cin, H, W), weight (Cin, Cout/g, kH, kW),
+/// partials (N, g.parts, Cout), fp32. The grid (make_fused_grid): units are the plane's 16x16
+/// tiles, kCoTile channels per block.
+struct TiledArgs {
+  ConvParams p;
+  const float* x;
+  const float* wt;  ///< the weights as tf32_weight_layout writes them
+  float* partials;
+  FusedGrid g;
+  int tiles_w;     ///< tiles per row of tiles
+  int patch_rows;  ///< kTileRows + (kernel_h - 1) * dilation_h
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define LADDER_HAS_TF32_MMA 1
+#else
+#define LADDER_HAS_TF32_MMA 0
+#endif
+
+/// Stage 09's copy helpers: a 4-byte cp.async (zero fill when !src_valid), commit, wait. The
+/// tiled kernel runs only where mma exists (sm_80+), so there is no fallback copy here.
+__device__ inline void cp_async_f32(float* smem_dst, const float* gmem_src, bool src_valid) {
+#if LADDER_HAS_TF32_MMA
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_valid ? 4 : 0)
+               : "memory");
+#else
+  *smem_dst = src_valid ? *gmem_src : 0.0f;
+#endif
+}
+__device__ inline void cp_async_commit() {
+#if LADDER_HAS_TF32_MMA
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ inline void cp_async_wait() {
+#if LADDER_HAS_TF32_MMA
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+/// x rounded to TF32, to nearest with ties away from zero (cvt.rna; PTX ISA, "cvt"): the value
+/// keeps its FP32 encoding with the low 13 mantissa bits zero. common/tf32.hpp emulates it.
+__device__ inline float round_to_tf32(float x) {
+#if LADDER_HAS_TF32_MMA
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+#else
+  return x;
+#endif
+}
+
+/// d += a * b on tensor cores, one warp: a 16x8 TF32 tile (row-major fragment, 4 registers),
+/// b 8x8 TF32 (column-major fragment, 2 registers), d 16x8 FP32 (4 registers). Fragment
+/// layout (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32), g = lane / 4, t = lane % 4:
+///   a0 (row g, col t)   a1 (g+8, t)    a2 (g, t+4)    a3 (g+8, t+4)
+///   b0 (row t, col g)   b1 (t+4, g)
+///   d0 (row g, col 2t)  d1 (g, 2t+1)   d2 (g+8, 2t)   d3 (g+8, 2t+1)
+__device__ inline void mma_tf32(float (&d)[4], const uint2& a_lo, const uint2& a_hi, const uint2& b) {
+#if LADDER_HAS_TF32_MMA
+  // a_lo = (a0, a2), a_hi = (a1, a3), b = (b0, b1): the order the shared layout delivers them
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a_lo.x), "r"(a_hi.x), "r"(a_lo.y), "r"(a_hi.y), "r"(b.x), "r"(b.y));
+#else
+  __trap();  // the plan never launches the tiled kernel below sm_80 (tensor_cores_here)
+  (void)d, (void)a_lo, (void)a_hi, (void)b;
+#endif
+}
+
+/// Where input channel cl (0..7) of a chunk sits among a pixel's 8 shared-memory slots: channels
+/// t and t+4 side by side (order 0 4 1 5 2 6 3 7), so the k pair (t, t+4) that a thread's A
+/// registers a0/a2 (and B registers b0/b1) need is one 8-byte load at slot 2t.
+__device__ inline int channel_slot(int cl) { return 2 * (cl % 4) + cl / 4; }
+
+/// 16-byte asynchronous copy global -> shared (both 16-byte aligned).
+__device__ inline void cp_async_16(float* smem_dst, const float* gmem_src) {
+#if LADDER_HAS_TF32_MMA
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src) : "memory");
+#else
+  *reinterpret_cast<float4*>(smem_dst) = *reinterpret_cast<const float4*>(gmem_src);
+#endif
+}
+
+/// The weights as the tiled kernel's shared memory wants them, rounded to TF32, written once per
+/// run into the workspace: wt[group][chunk][co_tile][tap][128 channels][8 slots] with
+/// wt[...][co][channel_slot(cl)] = tf32(weight[group*Cin/g + chunk*8 + cl, co_tile*128 + co, tap]),
+/// zero past the group's channels. Each (group, chunk, co tile) block of taps*1024 floats is then
+/// one contiguous copy. weight (Cin, Cout/g, kH, kW) fp32; one thread per wt element.
+__global__ void tf32_weight_layout(ConvParams p, const float* weight, float* wt, int chunks, int co_tiles,
+                                   int64_t total) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= total) return;
+  const int taps = p.kernel_h * p.kernel_w;
+  const int slot = int(e % kCiChunk), co = int(e / kCiChunk % kCoTile);
+  int64_t rest = e / (kCiChunk * kCoTile);
+  const int tap = int(rest % taps);
+  rest /= taps;
+  const int co_tile = int(rest % co_tiles);
+  rest /= co_tiles;
+  const int chunk = int(rest % chunks), group = int(rest / chunks);
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("tf32_weight_layout: wt[e] = round_to_tf32(weight[group * in_per_group + ci, co_tile * kCoTile + co, tap]) for the input channel ci = chunk * kCiChunk + cl whose channel_slot(cl) is `slot`, 0.0f where ci >= in_per_group or the output channel >= out_per_group");
+  // STUB: ladder_unused(slot, co, tap, co_tile, chunk, group, weight, wt);
+  const int cl = slot / 2 + 4 * (slot % 2);  // channel_slot's inverse
+  const int ci = chunk * kCiChunk + cl, co_g = co_tile * kCoTile + co;
+  float v = 0.0f;
+  if (ci < p.in_per_group && co_g < p.out_per_group)
+    v = weight[(int64_t(group * p.in_per_group + ci) * p.out_per_group + co_g) * taps + tap];
+  wt[e] = round_to_tf32(v);
+  // END SOLUTION
+}
+
+/// partials[n, part, co] = sum of the convT outputs (without conv bias) of 16x16 tiles
+/// [part_begin(part), part_begin(part + 1)) of plane (n, co), for the block's 64 channels.
+/// Stride (1, 1), dilation_w 1, kernel_w == KW (1..5); any kernel_h, dilation_h, padding,
+/// output_padding, groups, sizes; sm_80+. As in stage 09,
+///   out[oh, ow] = sum_{ci,kh,kw} x[oh + ph - kh*dh, ow + pw - kw] w[ci, co, kh, kw].
+///
+/// Per tile the block walks the group's input channels 8 at a time (zero-filled past the last),
+/// double-buffered with cp.async, in shared memory:
+///   x patch  [patch_rows][20 columns][8 slots]  (channel_slot order),
+///   weights  [kh*KW taps][128 channels][8 slots]  (a block of wt: TF32 already).
+/// After its x copies land each thread rounds them to TF32 in place; then a barrier. The GEMM's
+/// k-steps are the taps: tap (kh, kw) with the chunk's 8 channels is one m16n8k8 k. For m16
+/// tile i of warp (wm, wn), output row rr = 4*wm + i of the tile, fragment rows g and g+8 are
+/// pixels (rr, g) and (rr, g+8); their A values under tap (kh, kw) are the patch at row
+/// rr + (kernel_h-1-kh)*dh, columns g + KW-1-kw and g + 8 + KW-1-kw, slots 2t and 2t+1. Lanes
+/// (g, t) read 64 consecutive words for each of these 8-byte loads, as do the B loads: no bank
+/// conflict. When a tile's last chunk is done, each thread adds its in-range fragment rows to
+/// two running sums per n8 tile (its columns 2t, 2t+1) and clears the accumulators; at the end
+/// shuffles add the 8 row groups g of a warp and the 4 M-warps are added in a fixed order.
+/// Shared memory: 2 * 8 * (patch_rows*20 + kh*KW*128) floats (97 KB for a 3x3 kernel).
+template <int KW>
+__global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs a) {
+  extern __shared__ __align__(16) float smem[];
+  __shared__ float warp_pool[kWarpsM][kCoTile];  // the M-warps' channel sums
+  const ConvParams& p = a.p;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp % kWarpsM, wn = warp / kWarpsM;
+  const int g = lane / 4, t = lane % 4;
+  const BlockCoords bc = block_coords(a.g);
+  const int co_count = min(kCoTile, p.out_per_group - bc.co_base);
+  const int tile_begin = part_begin(a.g, bc.part), tile_end = part_begin(a.g, bc.part + 1);
+  const int ci_group = bc.group * p.in_per_group;
+  const int chunks = (p.in_per_group + kCiChunk - 1) / kCiChunk;
+  const int steps = (tile_end - tile_begin) * chunks;
+  const int taps = p.kernel_h * KW;
+  const int patch_floats = a.patch_rows * kPitch * kCiChunk;
+  const int stage_floats = patch_floats + taps * kCoTile * kCiChunk;
+  const int64_t in_plane = int64_t(p.in_h) * p.in_w;
+  const float* x_n = a.x + bc.n * p.in_channels * in_plane;
+
+  // Copy roles. The x patch: thread -> channel x_cl = tid % 8 of patch pixels tid / 8, + 32, ...
+  // (row-major over the patch), so a warp writes 4 whole pixels, 32 consecutive words. The
+  // weights: 16-byte pieces tid, tid + 256, ... of the step's contiguous block of wt.
+  constexpr int kPixelStep = kThreads / kCiChunk;
+  const int x_cl = tid % kCiChunk, x_pixel0 = tid / kCiChunk, x_slot = channel_slot(x_cl);
+  const int patch_pixels = a.patch_rows * kPitch;
+  const int weight_floats = taps * kCoTile * kCiChunk;
+  const float* wt_block = a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kCoTile) * weight_floats;
+
+  // Visits this thread's share of the x patch of pipeline step `step` (tile step / chunks, chunk
+  // step % chunks): op(shared destination, global source, source valid) for every value. The
+  // copy and the TF32 rounding walk the same elements: each thread rounds what it copied.
+  auto for_my_x = [&](int step, auto op) {
+    const int tile = tile_begin + step / chunks, chunk = step % chunks;
+    const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
+    const int ih0 = th * kTileRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
+    const int iw0 = tw * kTileCols + p.padding_w - (KW - 1);
+    const int ci0 = ci_group + chunk * kCiChunk;
+    const bool x_ok = ci0 + x_cl < ci_group + p.in_per_group;  // past the group's end: zeros
+    const float* x_c = x_n + int64_t(x_ok ? ci0 + x_cl : 0) * in_plane;
+    float* xs = smem + (step & 1) * stage_floats;
+    for (int px = x_pixel0; px < patch_pixels; px += kPixelStep) {
+      const int row = px / kPitch, col = px - row * kPitch;
+      const int ih = ih0 + row, iw = iw0 + col;
+      const bool inside = x_ok && ih >= 0 && ih < p.in_h && iw >= 0 && iw < p.in_w;
+      op(xs + px * kCiChunk + x_slot, inside ? x_c + (ih * p.in_w + iw) : a.x, inside);
+    }
+  };
+  auto load_step = [&](int step) {
+    for_my_x(step, [](float* s, const float* src, bool valid) { cp_async_f32(s, src, valid); });
+    const float* w_src = wt_block + int64_t(step % chunks) * a.g.co_tiles_per_group * weight_floats;
+    float* ws = smem + (step & 1) * stage_floats + patch_floats;
+    for (int q = tid * 4; q < weight_floats; q += kThreads * 4) cp_async_16(ws + q, w_src + q);
+  };
+  auto round_x = [&](int step) {
+    for_my_x(step, [](float* s, const float*, bool) { *s = round_to_tf32(*s); });
+  };
+
+  float acc[kMTiles][kNTiles][4];
+  float pool[kNTiles][2];  // columns 2t, 2t+1 of each n8 tile, summed over the thread's rows
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j) {
+    pool[j][0] = pool[j][1] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  }
+
+  load_step(0);
+  cp_async_commit();
+  for (int step = 0; step < steps; ++step) {
+    if (step + 1 < steps) load_step(step + 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // this thread's copies of `step` have landed
+    // BEGIN SOLUTION
+    // STUB: if (step == 0) ladder_todo("conv_pool_tensor_cores: round the x values this thread copied for `step` to TF32 in place (round_x), before the barrier that lets the other warps read them");
+    // STUB: ladder_unused(round_x);
+    round_x(step);       // ... and the x values are rounded to TF32 by their copier
+    // END SOLUTION
+    __syncthreads();
+    const float* xs = smem + (step & 1) * stage_floats;
+    const float* ws = xs + patch_floats;
+    // BEGIN SOLUTION
+    // STUB: if (step == 0) ladder_todo("conv_pool_tensor_cores, the implicit GEMM of one step: for every tap (kh, kw) (one k8 slice: the chunk's 8 channels), warp (wm, wn) loads the B fragments of its kNTiles n8 tiles, (b0, b1) = one 8-byte load at ws[((kh * KW + kw) * kCoTile + wn * 64 + 8j + g) * kCiChunk + 2t], and for each of its kMTiles m16 tiles i (output row 4 * wm + i of the tile) the A fragments (a0, a2) and (a1, a3) = 8-byte loads at xs[((4 * wm + i + (kernel_h - 1 - kh) * dilation_h) * kPitch + g + KW - 1 - kw) * kCiChunk + 2t] and 8 pixels (8 * kCiChunk floats) further, then mma_tf32(acc[i][j], a_lo, a_hi, b[j]) for every j");
+    // STUB: ladder_unused(xs, ws, wm, wn, g, t);
+    for (int kh = 0; kh < p.kernel_h; ++kh) {
+      // A of m16 tile i, tap (kh, kw): patch row 4*wm + i + (kernel_h-1-kh)*dh, column
+      // g + KW-1-kw (fragment row g) and 8 columns on (row g+8), slots 2t, 2t+1.
+      const float* a_row = xs + ((kMTiles * wm + (p.kernel_h - 1 - kh) * p.dilation_h) * kPitch + g + KW - 1) *
+                                    kCiChunk + 2 * t;
+      const float* b_tap = ws + ((kh * KW) * kCoTile + wn * (kCoTile / kWarpsN) + g) * kCiChunk + 2 * t;
+#pragma unroll
+      for (int kw = 0; kw < KW; ++kw) {
+        uint2 b[kNTiles];
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j)
+          b[j] = *reinterpret_cast<const uint2*>(b_tap + (kw * kCoTile + 8 * j) * kCiChunk);
+#pragma unroll
+        for (int i = 0; i < kMTiles; ++i) {
+          const float* a_px = a_row + (i * kPitch - kw) * kCiChunk;
+          const uint2 a_lo = *reinterpret_cast<const uint2*>(a_px);
+          const uint2 a_hi = *reinterpret_cast<const uint2*>(a_px + 8 * kCiChunk);
+#pragma unroll
+          for (int j = 0; j < kNTiles; ++j) mma_tf32(acc[i][j], a_lo, a_hi, b[j]);
+        }
+      }
+    }
+    // END SOLUTION
+    if (step % chunks == chunks - 1) {  // the tile is complete: pool its in-range pixels
+      const int tile = tile_begin + step / chunks;
+      const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
+      // BEGIN SOLUTION
+      // STUB: ladder_todo("conv_pool_tensor_cores, the pool from the fragments: for m16 tile i (output row th * kTileRows + 4 * wm + i) and n8 tile j, acc[i][j][0] and acc[i][j][1] are columns 2t and 2t+1 of the pixel in column tw * kTileCols + g, acc[i][j][2] and [3] those of column + 8: add the in-range ones to pool[j][0] and pool[j][1], then clear acc");
+      // STUB: ladder_unused(th, tw);
+      const int ow_lo = tw * kTileCols + g, ow_hi = ow_lo + 8;
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+        const int oh = th * kTileRows + kMTiles * wm + i;
+        const bool in_lo = oh < p.out_h && ow_lo < p.out_w, in_hi = oh < p.out_h && ow_hi < p.out_w;
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) {
+          pool[j][0] += (in_lo ? acc[i][j][0] : 0.0f) + (in_hi ? acc[i][j][2] : 0.0f);
+          pool[j][1] += (in_lo ? acc[i][j][1] : 0.0f) + (in_hi ? acc[i][j][3] : 0.0f);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+        }
+      }
+      // END SOLUTION
+    }
+    __syncthreads();  // the buffer just read is refilled by the next iteration's load_step
+  }
+
+  // Channel sums: over the 8 row groups g of the warp (lanes t, t+4, ..., t+28: xor 4, 8, 16),
+  // then over the 4 M-warps that share the channels, in a fixed order through shared memory.
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int s = 4; s < 32; s *= 2) pool[j][e] += __shfl_xor_sync(0xffffffffu, pool[j][e], s);
+  if (g == 0)
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) warp_pool[wm][wn * (kCoTile / kWarpsN) + 8 * j + 2 * t + e] = pool[j][e];
+  __syncthreads();
+  if (tid < co_count) {
+    float s = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kWarpsM; ++m) s += warp_pool[m][tid];
+    *partial_slot(a.partials, a.g, bc.n, bc.part, p.out_channels, bc.group * p.out_per_group + bc.co_base + tid) = s;
+  }
+}
+
+// ---- stage 10 kernels: end -----------------------------------------------------------------
+
+/// The launch plan of a problem: which kernel, how the work is split, how much shared memory.
+/// A pure function of the problem and the device, so workspace_bytes, prepare and run agree.
+struct Plan {
+  bool fast = false;  ///< the tensor-core kernel; else conv_pool_general
+  int kernel_w = 0, patch_rows = 0, tiles_w = 0;
+  size_t smem_bytes = 0;
+  FusedGrid g{};
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Whether the code that runs on this device has TF32 mma: it was compiled for compute_80 or
+/// newer (the kernel's ptxVersion, so a newer GPU running PTX JIT-compiled from an older
+/// architecture counts as old). Throws CudaError.
+bool tensor_cores_here() {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, conv_pool_tensor_cores<3>));
+  return attr.ptxVersion >= 80;
+}
+
+Plan make_plan(const Problem& pr) {
+  pr.validate();
+  Plan q;
+  const int64_t rows = kTileRows + (pr.kernel_size.h - 1) * pr.dilation.h;
+  const int64_t taps = pr.kernel_size.h * pr.kernel_size.w;
+  const int64_t bytes = kBuffers * int64_t(sizeof(float)) * kCiChunk * (rows * kPitch + taps * kCoTile);
+  q.fast = pr.stride.h == 1 && pr.stride.w == 1 && pr.dilation.w == 1 && pr.kernel_size.w <= kMaxKernelW &&
+           bytes <= int64_t(shared_memory_per_block_limit()) && tensor_cores_here();
+  if (!q.fast) {
+    q.g = general_grid(pr);
+    return q;
+  }
+  q.kernel_w = int(pr.kernel_size.w);
+  q.patch_rows = int(rows);
+  q.smem_bytes = size_t(bytes);
+  q.tiles_w = int(ceil_div(pr.out_w(), kTileCols));
+  const int64_t units = ceil_div(pr.out_h(), kTileRows) * q.tiles_w;
+  const int64_t co_tiles = pr.groups * ceil_div(pr.out_per_group(), kCoTile);
+  const int64_t chunks = ceil_div(pr.in_per_group(), kCiChunk);
+  const int64_t min_parts = ceil_div(units * chunks, 2147483647 - chunks);
+  const int64_t parts = std::max(ceil_div(kTargetBlocks, pr.batch * co_tiles), min_parts);
+  q.g = make_fused_grid(pr, units, kCoTile, parts, "conv_pool_tensor_cores");
+  return q;
+}
+
+/// Floats of the laid-out weights (tf32_weight_layout) of a fast plan.
+int64_t layout_floats(const Problem& p, const Plan& q) {
+  return int64_t(p.groups) * ceil_div(p.in_per_group(), kCiChunk) * q.g.co_tiles_per_group * p.kernel_size.h *
+         p.kernel_size.w * kCoTile * kCiChunk;
+}
+
+/// Bytes of the partials, rounded up so the laid-out weights after them are 256-byte aligned.
+size_t partials_span(const Problem& p, const Plan& q) { return (partials_bytes(p, q.g.parts) + 255) / 256 * 256; }
+
+/// Workspace: the partial sums (N, parts, Cout) fp32 as in stages 06-09, then on the fast path
+/// the laid-out weights: (groups * ceil(Cin/g / 8) * ceil(Cout/g / 128) * kH * kW * 1024) fp32,
+/// 295 KB at the KernelBench size.
+size_t workspace_bytes(const Problem& p) {
+  const Plan q = make_plan(p);
+  if (!q.fast) return partials_bytes(p, q.g.parts);
+  return partials_span(p, q) + size_t(layout_floats(p, q)) * sizeof(float);
+}
+
+/// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
+size_t shared_memory_bytes(const Problem& p) { return make_plan(p).smem_bytes; }
+
+/// Calls f(kernel) with the tiled kernel for q.kernel_w (1..kMaxKernelW).
+template <typename F>
+void with_tiled_kernel(const Plan& q, F&& f) {
+  switch (q.kernel_w) {
+    case 1: f(conv_pool_tensor_cores<1>); break;
+    case 2: f(conv_pool_tensor_cores<2>); break;
+    case 3: f(conv_pool_tensor_cores<3>); break;
+    case 4: f(conv_pool_tensor_cores<4>); break;
+    case 5: f(conv_pool_tensor_cores<5>); break;
+    default: throw std::logic_error("stage " LADDER_STAGE_ID ": no tiled kernel for kernel_w " + std::to_string(q.kernel_w));
+  }
+}
+
+/// Once per problem, outside the timed region: the opt-in above 48 KB of dynamic shared memory.
+/// Throws CudaError if the device cannot give the plan's shared memory.
+void prepare(const Problem& p) {
+  const Plan q = make_plan(p);
+  if (!q.fast) return;
+  with_tiled_kernel(q, [&](auto kernel) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(q.smem_bytes)));
+  });
+}
+
+/// Enqueues the stage; prepare(a.problem) must have run first.
+void run(const GpuStageArgs& a) {
+  const Problem& p = a.problem;
+  const Plan q = make_plan(p);
+  float* partials = static_cast<float*>(a.workspace);
+  a.marks.begin(Phase::Fused);
+  if (!q.fast) {
+    launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
+  } else {
+    const ConvParams cp = conv_params(p);
+    float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + partials_span(p, q));
+    const int64_t total = layout_floats(p, q);
+    tf32_weight_layout<<<blocks_for(total, kThreads, "tf32_weight_layout"), kThreads, 0, a.stream>>>(
+        cp, a.in.weight, wt, int(ceil_div(p.in_per_group(), kCiChunk)), q.g.co_tiles_per_group, total);
+    CUDA_CHECK_LAUNCH("tf32_weight_layout");
+    const TiledArgs t{cp, a.in.x, wt, partials, q.g, q.tiles_w, q.patch_rows};
+    with_tiled_kernel(q, [&](auto kernel) {
+      kernel<<<q.g.blocks, kThreads, q.smem_bytes, a.stream>>>(t);
+      CUDA_CHECK_LAUNCH("conv_pool_tensor_cores");
+    });
+  }
+  a.marks.begin(Phase::Epilogue);
+  launch_finish_pooled_logsumexp(p, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
+}
+
+/// Says when no tensor core runs: below sm_80, or code JIT-compiled from an older PTX.
+std::string device_note() {
+  if (tensor_cores_here()) return "";
+  return "TF32 mma needs code for sm_80 or newer: every problem takes the general FP32 path";
+}
+
+}  // namespace
+
+LADDER_REGISTER_STAGE(d) {
+  d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
+  d.idea = "tensor cores: the conv as an implicit GEMM on mma.sync TF32, pooled from the fragments";
+  d.workspace_bytes = workspace_bytes;
+  d.run_gpu = run;
+  d.shared_memory_bytes = shared_memory_bytes;
+  d.device_note = device_note;
+  d.prepare = prepare;
+  d.precision = Precision::Tf32;  // inputs rounded to 10 mantissa bits: the TF32 bound
+  d.tensor_cores = true;
+  d.deterministic = true;
+}
+
+}  // namespace ladder
