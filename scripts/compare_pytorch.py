@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """The ladder's stages side by side with PyTorch, in one run on a GPU.
 
-    python3 scripts/compare_pytorch.py                      # KernelBench sizes, stages vectorized_loads, async_copy, pool_before_conv, single_launch
+    python3 scripts/compare_pytorch.py --json results/pytorch_h200.json   # KernelBench sizes, the default stages
+    python3 scripts/compare_pytorch.py --stages 09,10,11,12,13              # or by name: async_copy,tensor_cores,...
     python3 scripts/compare_pytorch.py --small --stages 01,06 --json /tmp/cmp.json
+
+Default stages: vectorized_loads, async_copy, tensor_cores, three_tf32, pool_before_conv,
+single_launch (05, 09, 10, 11, 12, 13), which the targets of step 6 need.
 
 1. Builds the reference Model, the problem's PyTorch code unchanged (nn.ConvTranspose2d, mean,
    + bias, logsumexp, sum, * 10; docs/problem.md), at KernelBench's sizes (batch 16, 64 -> 128
@@ -36,8 +40,10 @@
    torch.ops; and ModelNew's parameter gradients against the fp64 Model's at the first sizes.
 4. Times, with CUDA events around each call, L2 flushed before each repetition (a write of twice
    the L2 size), after warm-up, median of --reps, all under torch.no_grad(): eager (TF32 conv,
-   the default), eager with TF32 off, torch.compile (failures are reported, the run goes on),
-   each stage, and ModelNew. Prints a table with the ratios and writes --json.
+   the default), eager with TF32 off, cuDNN's ConvTranspose2d alone (the Model's conv_transpose
+   module on x, TF32 allowed and TF32 off: kinds "convt_tf32", "convt_fp32"), torch.compile
+   (failures are reported, the run goes on), each stage, and ModelNew. Prints a table with the
+   ratios and writes --json.
 5. Per call, as KernelBench times a model (kernelbench_timing), before step 4's timings: CUDA
    events around one call, synchronize after each, no L2 flush, median of --per-call-reps after
    --per-call-warmup, at the first KernelBench sizes and at the current ones whatever --small
@@ -47,6 +53,17 @@
    Model; with each, the call's host time and its GPU time alone. With the GPU idle at the start
    event, a call that launches little is timed by its host work, which step 4 hides behind the
    L2 flush. JSON: "per_call", and "model_new_per_call_us" per size.
+6. Accuracy against speed, from steps 3 and 4 of this run (nothing re-run): for eager (TF32 conv),
+   eager (TF32 off) and each timed stage, the median ms and the max |error| of pooled and y
+   against the fp64 Model. JSON: "accuracy_vs_speed", a list of {variant, median_ms,
+   max_abs_err_pooled, max_abs_err_y} (null where not measured). Then the targets, from this run's
+   medians only, stages found by name (meta "stage_names"), not by number:
+     stage tensor_cores <= 0.8 x torch.compile;  stage tensor_cores <= 0.5 x cuDNN ConvTranspose2d
+     alone (TF32);  stage three_tf32 < cuDNN ConvTranspose2d alone (FP32);  stage three_tf32 <
+     stage async_copy.
+   JSON: "targets", a list of {name, value (the ratio of the two medians), limit, op ("<=" or "<"),
+   met, status, ms, reference_ms}; a target whose timings this run lacks has value and met null,
+   status "not measured". Targets are reported, never gating.
 
 Skips (message, exit 0) where PyTorch is not importable or no CUDA device exists. Exit 1 when a
 gating check fails or the extension does not build. Progress goes to stderr, results to stdout.
@@ -74,6 +91,7 @@ LAMBDA = 8.0
 Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |y| (see above)
 KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
 _T0 = time.monotonic()
+DEFAULT_STAGES = "vectorized_loads,async_copy,tensor_cores,three_tf32,pool_before_conv,single_launch"
 
 
 def provenance() -> dict:
@@ -121,8 +139,8 @@ def log(msg: str) -> None:
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description="Checks and times the ladder's stages against the PyTorch model (KernelBench L2 P42).")
-    p.add_argument("--stages", default="vectorized_loads,async_copy,pool_before_conv,single_launch",
-                   help="stage names or numbers, comma-separated, or 'all' (default vectorized_loads,async_copy,pool_before_conv,single_launch; names without a folder are skipped)")
+    p.add_argument("--stages", default=DEFAULT_STAGES,
+                   help=f"stage names or numbers, comma-separated, or 'all' (default {DEFAULT_STAGES}; names without a folder are skipped)")
     p.add_argument("--reps", type=int, default=20, help="timed repetitions per variant; the median is reported")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (after torch.compile's compilation)")
     p.add_argument("--small", action="store_true",
