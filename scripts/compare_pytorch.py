@@ -6,7 +6,7 @@
     python3 scripts/compare_pytorch.py --small --stages 01,06 --json /tmp/cmp.json
 
 Default stages: vectorized_loads, async_copy, tensor_cores, three_tf32, pool_before_conv,
-single_launch (05, 09, 10, 11, 12, 13), which the targets of step 6 need.
+single_launch (05, 09, 10, 11, 12, 13); the targets of step 6 need 09, 10 and 11.
 
 1. Builds the reference Model, the problem's PyTorch code unchanged (nn.ConvTranspose2d, mean,
    + bias, logsumexp, sum, * 10; docs/problem.md), at KernelBench's sizes (batch 16, 64 -> 128
@@ -79,6 +79,7 @@ import json
 import math
 import platform
 import random
+import re
 import statistics
 import sys
 import time
@@ -87,6 +88,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FP32_U = 2.0 ** -24
+TF32_U = 2.0 ** -11  # TF32 keeps 10 mantissa bits: unit roundoff of round to nearest
 LAMBDA = 8.0
 Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |y| (see above)
 KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
@@ -201,8 +203,11 @@ def cudnn_tf32(enabled: bool):
         torch.backends.cudnn.allow_tf32 = old
 
 
-def pooled_bound(x, weight, conv_bias, pooled64, groups, hout, wout):
-    """The fp32 bound of common/tolerance.hpp, per pooled element (see the module docstring)."""
+def pooled_bound(x, weight, conv_bias, pooled64, groups, hout, wout, tf32=False):
+    """The fp32 bound of common/tolerance.hpp, per pooled element (see the module docstring).
+    tf32=True: tf32_tolerance's bound instead, for a stage whose products take TF32 operands:
+    (2 u_t + u_t^2) * magnitude for the rounded inputs, plus the fp32 bound with 2u (the tensor
+    core's additions need not round to nearest)."""
     import torch
 
     n, cin, h, w = x.shape
@@ -210,13 +215,15 @@ def pooled_bound(x, weight, conv_bias, pooled64, groups, hout, wout):
     cin_g = cin // groups
     k = cin_g * kh * kw
     chain = k + hout * wout + h * w + k
-    rel = LAMBDA * math.sqrt(chain) * FP32_U
+    u = 2 * FP32_U if tf32 else FP32_U
+    rel = LAMBDA * math.sqrt(chain) * u
     abs_mean = x.abs().mean(dim=(2, 3), dtype=torch.float64)  # (N, Cin)
     wsum = weight.detach().double().abs().sum(dim=(2, 3))  # (Cin, Cout/g)
     mag = torch.einsum("ngc,gcj->ngj", abs_mean.reshape(n, groups, cin_g),
                        wsum.reshape(groups, cin_g, cout_g)).reshape(n, groups * cout_g)
     mag = mag + conv_bias.detach().double().abs().reshape(1, -1)
-    return rel * mag + FP32_U * pooled64.abs(), chain
+    inputs = (2 * TF32_U + TF32_U * TF32_U) if tf32 else 0.0
+    return (rel + inputs) * mag + u * pooled64.abs(), chain
 
 
 def abs_error(got, ref):
@@ -595,6 +602,91 @@ def per_call(torch, args, stage_key):
     return out
 
 
+# ---- accuracy against speed, and the targets: functions of the result's dicts alone ------------------
+
+EAGER_ROWS = (  # (timing kind, the variant of its check against the fp64 Model, label)
+    ("eager", "eager (TF32 conv)", "PyTorch eager (TF32 conv, default)"),
+    ("eager_fp32", "eager (TF32 off)", "PyTorch eager, TF32 off"),
+)
+REFERENCE_LABELS = {"compile": "torch.compile", "convt_tf32": "cuDNN ConvTranspose2d alone (TF32)",
+                    "convt_fp32": "cuDNN ConvTranspose2d alone (FP32)"}
+# (stage name, reference: "kind:<timing kind>" or "stage:<stage name>", limit on the ratio, op)
+TARGETS = (
+    ("tensor_cores", "kind:compile", 0.8, "<="),
+    ("tensor_cores", "kind:convt_tf32", 0.5, "<="),
+    ("three_tf32", "kind:convt_fp32", 1.0, "<"),
+    ("three_tf32", "stage:async_copy", 1.0, "<"),
+)
+
+
+def stage_label(stage_id, stage_names) -> str:
+    """"stage 10 tensor_cores", as the timings name a stage."""
+    return f"stage {stage_id} {stage_names.get(stage_id, '')}".rstrip()
+
+
+def kind_median(timings, kind):
+    """The median ms of the first timing of `kind` that has one; None if none has."""
+    return next((t["median_ms"] for t in timings if t.get("kind") == kind and t.get("median_ms") is not None),
+                None)
+
+
+def stage_median(timings, stage_id):
+    """This run's median ms of stage `stage_id` (kind "stage", variant "stage NN ..."); None if not timed."""
+    pattern = re.compile(rf"stage {re.escape(str(stage_id))}\b")
+    return next((t["median_ms"] for t in timings if t.get("kind") == "stage" and t.get("median_ms") is not None
+                 and pattern.match(str(t.get("variant", "")))), None)
+
+
+def fp64_check(checks, variant):
+    """The check of `variant` against the fp64 Model (step 3); None where it raised or did not run."""
+    return next((c for c in checks if c.get("variant") == variant and c.get("against") == "fp64 Model"), None)
+
+
+def accuracy_vs_speed(checks, timings, stages, stage_names) -> list:
+    """Step 6's rows: eager (TF32 conv), eager (TF32 off), then each stage; null where not measured."""
+    rows = []
+
+    def row(label, ms, check):
+        rows.append({"variant": label, "median_ms": ms,
+                     "max_abs_err_pooled": None if check is None else check.get("max_abs_pooled"),
+                     "max_abs_err_y": None if check is None else check.get("max_abs_y")})
+
+    for kind, check_variant, label in EAGER_ROWS:
+        row(label, kind_median(timings, kind), fp64_check(checks, check_variant))
+    for s in stages:
+        row(stage_label(s, stage_names), stage_median(timings, s), fp64_check(checks, f"stage {s}"))
+    return rows
+
+
+def targets(timings, stage_names) -> list:
+    """Step 6's targets from this run's medians; stages by name (stage_names: id -> name). A target
+    missing either median is "not measured" with met null: never met by default."""
+    ids = {name: sid for sid, name in stage_names.items()}
+    out = []
+    for stage, reference, limit, op in TARGETS:
+        sid = ids.get(stage)
+        label = stage_label(sid, stage_names) if sid else f"stage {stage}"
+        ms = stage_median(timings, sid) if sid else None
+        what, key = reference.split(":")
+        if what == "stage":
+            rid = ids.get(key)
+            ref_label = stage_label(rid, stage_names) if rid else f"stage {key}"
+            ref_ms = stage_median(timings, rid) if rid else None
+        else:
+            ref_label, ref_ms = REFERENCE_LABELS[key], kind_median(timings, key)
+        factor = "" if limit == 1.0 else f"{limit:g} x "
+        value = ms / ref_ms if ms and ref_ms else None
+        met = None if value is None else bool(value <= limit if op == "<=" else value < limit)
+        t = {"name": f"{label} {op} {factor}{ref_label}", "value": value, "limit": limit, "op": op, "met": met,
+             "status": "not measured" if met is None else ("met" if met else "not met"),
+             "ms": ms, "reference_ms": ref_ms}
+        missing = [name for name, v in ((label, ms), (ref_label, ref_ms)) if not v]
+        if missing:
+            t["missing"] = missing
+        out.append(t)
+    return out
+
+
 # ---- main --------------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
@@ -654,6 +746,7 @@ def main(argv=None) -> int:
             write_json(args.json, result)
             return 1
         meta["stage_names"] = {d["id"]: d["name"] for d in ext.list_stages()}
+        meta["stage_tf32"] = {d["id"]: bool(d.get("tf32", False)) for d in ext.list_stages()}
         log(f"built: {', '.join(d['id'] + '_' + d['name'] for d in ext.list_stages())}")
     else:
         log("no stage to run: timing PyTorch only")
@@ -682,6 +775,8 @@ def main(argv=None) -> int:
         tol, chain = pooled_bound(x, ct.weight, ct.bias, pooled64, 1, hout, wout)
         meta["pooled_bound"] = {"u": FP32_U, "lambda": LAMBDA, "chain_length": chain,
                                 "min": float(tol.min()), "max": float(tol.max())}
+        tol_tf32, _ = pooled_bound(x, ct.weight, ct.bias, pooled64, 1, hout, wout, tf32=True)
+        meta["pooled_bound_tf32"] = {"u_tf32": TF32_U, "min": float(tol_tf32.min()), "max": float(tol_tf32.max())}
         meta["y_atol"] = Y_ATOL
         meta["kernelbench_atol_rtol"] = KB_TOL
         meta["y_abs_max"] = float(y64.abs().max())
@@ -697,8 +792,8 @@ def main(argv=None) -> int:
         checks.append(compare("eager (TF32 conv)", "fp64 Model", pooled_tf32, y_tf32, pooled64, y64, tol, False))
         checks.append(compare("eager (TF32 off)", "fp64 Model", pooled_fp32, y_fp32, pooled64, y64, tol, False))
 
-        def check_outputs(name, pooled, y):
-            checks.append(compare(name, "fp64 Model", pooled, y, pooled64, y64, tol, True))
+        def check_outputs(name, pooled, y, bound=tol):
+            checks.append(compare(name, "fp64 Model", pooled, y, pooled64, y64, bound, True))
             checks.append(compare(name, "eager fp32 (TF32 off)", pooled, y, pooled_fp32, y_fp32, 2 * tol,
                                   True, pooled_gating=False))
             checks.append(compare(name, "eager (TF32 conv)", pooled, y, pooled_tf32, y_tf32, 2 * tol, False))
@@ -715,7 +810,7 @@ def main(argv=None) -> int:
                 checks.append({"variant": f"stage {s}", "against": "-", "pass": False, "gating": True,
                                "error": f"{type(e).__name__}: {e}"})
                 continue
-            check_outputs(f"stage {s}", pooled, y)
+            check_outputs(f"stage {s}", pooled, y, tol_tf32 if meta.get("stage_tf32", {}).get(s) else tol)
 
         model_new = None
         if new_id in stages:
@@ -769,10 +864,16 @@ def main(argv=None) -> int:
         t.update(variant=name, kind=kind)
         timings.append(t)
 
+    meta["cudnn_enabled"] = bool(torch.backends.cudnn.enabled)
     with torch.no_grad():
         timed("PyTorch eager (TF32 conv, default)", lambda: model(x), "eager")
         with cudnn_tf32(False):
             timed("PyTorch eager, TF32 off", lambda: model(x), "eager_fp32")
+        # The convolution alone, as cuDNN computes it for the Model: what the stages' conv competes with.
+        with cudnn_tf32(True):
+            timed(REFERENCE_LABELS["convt_tf32"], lambda: ct(x), "convt_tf32")
+        with cudnn_tf32(False):
+            timed(REFERENCE_LABELS["convt_fp32"], lambda: ct(x), "convt_fp32")
         if not args.no_compile:
             log(f"torch.compile (mode={args.compile_mode}): compiling")
             try:
@@ -788,7 +889,7 @@ def main(argv=None) -> int:
                 result["notes"].append(msg)
                 timings.append({"variant": "torch.compile", "kind": "compile", "error": msg})
         for s in stages:
-            name = f"stage {s} {meta['stage_names'].get(s, '')}".rstrip()
+            name = stage_label(s, meta["stage_names"])
             timed(name, lambda s=s: run_stage(s, x, ct.weight, ct.bias, model.bias), "stage")
             if args.graph:
                 try:
@@ -807,6 +908,11 @@ def main(argv=None) -> int:
             for kind in ("eager", "eager_fp32", "compile"):
                 if kind in ref:
                     t[f"speedup_vs_{kind}"] = ref[kind] / t["median_ms"]
+
+    # Accuracy against speed and the targets: from this run's checks and medians (step 6).
+    stage_names = meta.get("stage_names", {})
+    result["accuracy_vs_speed"] = accuracy_vs_speed(result["checks"], timings, stages, stage_names)
+    result["targets"] = targets(timings, stage_names)
 
     gating = [c for c in result["checks"] if c.get("gating")] + result["grad_checks"] + result["error_checks"]
     result["passed"] = all(c.get("pass") for c in gating)
@@ -882,6 +988,7 @@ def print_report(result) -> None:
               f"{ratio('eager_fp32'):>12} {ratio('compile'):>11}")
     print("(ratios are speedups: the reference's median over this row's median)")
     print()
+    print_accuracy_and_targets(result)
     pc = result.get("per_call")
     if pc:
         print(f"Per call, as KernelBench times it: {pc['method']}; median (mean) of {pc['reps']} after "
@@ -903,6 +1010,33 @@ def print_report(result) -> None:
                                f"{p['height']}x{p['width']}, x = {p['x']}" for p in probs) + ")")
         print()
     print("RESULT:", "PASS" if result["passed"] else "FAIL")
+
+
+def print_accuracy_and_targets(result) -> None:
+    """Step 6's two tables (nothing where the result has neither, e.g. an older file)."""
+    def num(v, spec):
+        return "-" if v is None else format(v, spec)
+
+    rows = result.get("accuracy_vs_speed") or []
+    if rows:
+        print("Accuracy against speed: max |error| against the fp64 Model (step 3), median ms (step 4)")
+        hdr = f"{'variant':<40} {'median ms':>10} {'pooled err':>11} {'y err':>10}"
+        print(hdr)
+        print("-" * len(hdr))
+        for r in rows:
+            print(f"{r['variant']:<40} {num(r['median_ms'], '.4f'):>10} {num(r['max_abs_err_pooled'], '.2e'):>11} "
+                  f"{num(r['max_abs_err_y'], '.2e'):>10}")
+        print()
+    tg = result.get("targets") or []
+    if tg:
+        print("Targets (this run's medians only; value = the ratio of the two medians)")
+        hdr = f"{'target':<72} {'value':>7} {'limit':>8}  result"
+        print(hdr)
+        print("-" * len(hdr))
+        for t in tg:
+            status = t["status"] + (f" (no timing: {', '.join(t['missing'])})" if t.get("missing") else "")
+            print(f"{t['name']:<72} {num(t['value'], '.3f'):>7} {t['op'] + ' ' + format(t['limit'], 'g'):>8}  {status}")
+        print()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Draws the chapters' explanatory diagrams (no data needed): docs/img/diagram_<name>.png.
+"""Draws the chapters' explanatory diagrams (no data needed): docs/img/diagram_<name>.png, and
+docs/img/implicit_gemm.png and docs/img/tf32_fragments.png (FILE_NAMES).
 
     python3 scripts/plots/diagrams.py                 # every diagram -> docs/img/
     python3 scripts/plots/diagrams.py --out DIR       # somewhere else
@@ -8,7 +9,8 @@
 Each diagram is computed from the same rules as the code it illustrates (the gather form's exact
 division, stage 03's sequential addressing, stage 04's shuffle offsets, the input tile with its
 halo that stage 07 introduces, in stage 08's geometry with its row pitch of 20 floats, and
-tap_span and plan_tap of stages/lib/tap_window.cuh, stage 12's), drawn small enough to read.
+tap_span and plan_tap of stages/lib/tap_window.cuh, stage 12's; stage 10's tile, warp tiling,
+mma.m16n8k8 .tf32 fragment layouts and channel slots of tensor_cores.cu), drawn small enough to read.
 Deterministic:
 no randomness, no dates; matplotlib, Agg backend.
 """
@@ -506,6 +508,226 @@ def draw_border_frame():
     return fig
 
 
+# --- (f) stage 10: the convolution of a tile as an implicit GEMM on mma.sync m16n8k8 ----------------
+
+# tensor_cores.cu (stage 10): a block is a 16x16 output tile (M = 256) by 128 output channels (N);
+# warp (wm, wn) = (warp % 4, warp / 4) owns 4 m16 tiles (tile rows 4wm .. 4wm+3) by 8 n8 tiles.
+TC_TILE, TC_CO, TC_WARPS_M, TC_WARPS_N, TC_CHUNK = 16, 128, 4, 2, 8
+WM_COLORS = ("#c6d7ee", "#f6d5bf", "#cfe8cf", "#e4d4ec")  # wm = 0 .. 3
+WN_COLORS = ("#dcdcdc", "#f3e7b8")  # wn = 0, 1
+
+
+def tc_patch_pixel(r: int, c: int, kh: int, kw: int, k: int = 3) -> tuple[int, int]:
+    """The patch pixel that output pixel (r, c) of the tile reads under tap (kh, kw) (stride 1,
+    dilation 1, kernel k x k): row r + k-1-kh, column c + k-1-kw (the patch starts k-1 before)."""
+    return r + k - 1 - kh, c + k - 1 - kw
+
+
+def tc_warp_of(m_tile: int, n_tile: int) -> int:
+    """The warp that owns mma tile (m16 tile m_tile, n8 tile n_tile) of a block."""
+    wm = m_tile // (TC_TILE // TC_WARPS_M)
+    wn = n_tile // (TC_CO // TC_WARPS_N // 8)
+    return wm + TC_WARPS_M * wn
+
+
+def draw_implicit_gemm():
+    k = 3
+    taps = [(kh, kw) for kh in range(k) for kw in range(k)]
+    rows_p, pitch = TC_TILE + k - 1, TC_TILE + 5 - 1  # 18 rows; pitch 20 (kernels up to 5 wide)
+    fig, ax = new_canvas(13.0, 8.2, (-1.0, 55.5), (-5.6, 30.0))
+    pr, pc = 5, 3  # the output pixel followed through the figure
+    tap = (0, 0)
+    hot_row, hot_col = tc_patch_pixel(pr, pc, *tap, k)
+
+    # Left, top: the input patch of one chunk (8 channels), with its halo.
+    cell, x0, y0 = 0.55, 0.0, 17.6
+    ax.text(x0 + pitch * cell / 2, 28.9, "x patch of one step: 18 x 20 pixels,\n8 channels (one chunk) per pixel",
+            ha="center", fontsize=9, weight="bold")
+    for d in (2, 1):  # the other channels, behind
+        box(ax, x0 + 0.25 * d, y0 + 0.25 * d, pitch * cell, rows_p * cell, fc="white", ec="0.6", lw=0.5)
+    for row in range(rows_p):
+        for col in range(pitch):
+            fc = "#eeeeee" if col >= TC_TILE + k - 1 else ("#f6d5bf" if row >= TC_TILE or col >= TC_TILE
+                                                          else "#c6d7ee")
+            box(ax, x0 + col * cell, y0 + (rows_p - 1 - row) * cell, cell, cell, fc=fc, ec="0.6", lw=0.3)
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((x0 + pc * cell, y0 + (rows_p - pr - k) * cell), k * cell, k * cell, fill=False,
+                           edgecolor=HOT, linewidth=1.6))
+    hx, hy = x0 + (hot_col + 0.5) * cell, y0 + (rows_p - 0.5 - hot_row) * cell
+    box(ax, x0 + hot_col * cell, y0 + (rows_p - 1 - hot_row) * cell, cell, cell, fc=HOT, ec=HOT)
+    ax.text(x0, y0 - 0.5, f"red: the 3x3 window of output pixel ({pr}, {pc}); filled: tap {tap}\n"
+            f"reads pixel (r + 2 - kh, c + 2 - kw) = ({hot_row}, {hot_col}). Orange: halo;\n"
+            "grey: pitch padding (kernels up to 5 wide)", va="top", fontsize=7.5)
+
+    # Left, bottom: the output tile; row r is one m16 tile, coloured by the warp row wm.
+    x1, y1 = 1.0, 2.0
+    ax.text(x1 + TC_TILE * cell / 2, y1 + TC_TILE * cell + 0.5, "output tile 16 x 16: M = 256 rows",
+            ha="center", fontsize=9, weight="bold")
+    for r in range(TC_TILE):
+        for c_ in range(TC_TILE):
+            box(ax, x1 + c_ * cell, y1 + (TC_TILE - 1 - r) * cell, cell, cell,
+                fc=HOT if (r, c_) == (pr, pc) else WM_COLORS[r // 4], ec="0.6", lw=0.3)
+        if r % 4 == 0:
+            ax.text(x1 + TC_TILE * cell + 0.3, y1 + (TC_TILE - 2 - r) * cell, f"wm {r // 4}", va="center",
+                    fontsize=7)
+    ax.text(x1 - 1.0, y1 - 0.4, "pixel (r, c) is GEMM row m = 16r + c;\nrow r of the tile is m16 tile r",
+            va="top", fontsize=7.5)
+
+    # Right: A (M x K) . B (K x N) = D (M x N), one cell per mma operand tile.
+    ax_x, d_x, y_d = 19.0, 30.0, 0.0  # A's left edge, D's left edge, D's bottom
+    m_tiles, n_tiles = TC_TILE, TC_CO // 8  # 16 m16 tiles, 16 n8 tiles
+    b_y = y_d + m_tiles + 1.0
+    # A: rows = m16 tiles, columns = the step's 9 taps, each a k8 slice of 8 channels.
+    for mt in range(m_tiles):
+        for j, _ in enumerate(taps):
+            box(ax, ax_x + j, y_d + m_tiles - 1 - mt, 1, 1, fc=WM_COLORS[mt // 4], ec="0.55", lw=0.4)
+    for j, (kh, kw) in enumerate(taps):
+        ax.text(ax_x + j + 0.5, y_d + m_tiles + 0.15, f"{kh}{kw}", ha="center", va="bottom", fontsize=6.5)
+    ax.text(ax_x + 4.5, y_d + m_tiles + 1.0, "tap (kh kw)", ha="center", va="bottom", fontsize=7)
+    ax.text(ax_x + 4.5, b_y + 6.2, "A (M x K): x,\ngathered from the patch", ha="center", fontsize=9,
+            weight="bold")
+    ax.text(ax_x + 4.5, b_y + 3.0, "K per step = 9 taps x 8\nchannels; the steps walk\nthe Cin / 8 chunks:\n"
+            "K = 9 Cin in all", ha="center", fontsize=7.5)
+    hot_a = (ax_x + taps.index(tap), y_d + m_tiles - 1 - pr)
+    box(ax, *hot_a, 1, 1, fc=HOT, ec=HOT)
+    arrow(ax, hx, hy, hot_a[0] + 0.3, hot_a[1] + 0.7, color=HOT, lw=1.2, rad=-0.25)
+    arrow(ax, x1 + (pc + 0.5) * cell, y1 + (TC_TILE - 0.5 - pr) * cell, hot_a[0] + 0.3, hot_a[1] + 0.3,
+          color=HOT, lw=1.2, rad=0.2)
+    for i in range(1, TC_WARPS_M):
+        ax.plot([ax_x, ax_x + 9], [y_d + m_tiles - 4 * i] * 2, color="0.2", lw=1.2)
+    ax.text(ax_x + 4.5, y_d - 0.5, f"red: A[m = {16 * pr + pc}, k = (tap {tap}, 8 channels)]\n"
+            f"in m16 tile {pr} (row g = {pc}): one 8-slot pixel", ha="center", va="top", fontsize=7.5)
+
+    # B: rows = taps (k8 slices), columns = n8 tiles of output channels.
+    for j, _ in enumerate(taps):
+        for nt in range(n_tiles):
+            box(ax, d_x + nt, b_y + len(taps) - 1 - j, 1, 1, fc=WN_COLORS[nt // 8], ec="0.55", lw=0.4)
+    ax.add_patch(Rectangle((d_x, b_y + len(taps) - 1 - taps.index(tap)), 8, 1, fill=False, edgecolor=HOT,
+                           linewidth=1.6))
+    ax.plot([d_x + 8] * 2, [b_y, b_y + len(taps)], color="0.2", lw=1.2)
+    ax.text(d_x + 8, b_y + len(taps) + 0.4, "B (K x N): weights [tap][co][8 channels],\nTF32-rounded once per run",
+            ha="center", va="bottom", fontsize=9, weight="bold")
+    for wn in range(TC_WARPS_N):
+        ax.text(d_x + 8 * wn + 4, b_y - 0.45, f"wn {wn}: channels {64 * wn} .. {64 * wn + 63}", ha="center",
+                va="center", fontsize=7)
+
+    # D: accumulators, warp tiles of 4 m16 x 8 n8.
+    for mt in range(m_tiles):
+        for nt in range(n_tiles):
+            w = tc_warp_of(mt, nt)
+            box(ax, d_x + nt, y_d + m_tiles - 1 - mt, 1, 1, fc=WM_COLORS[w % TC_WARPS_M], ec="0.7", lw=0.3)
+    for wm in range(TC_WARPS_M):
+        for wn in range(TC_WARPS_N):
+            wx, wy = d_x + 8 * wn, y_d + m_tiles - 4 * (wm + 1)
+            ax.add_patch(Rectangle((wx, wy), 8, 4, fill=False, edgecolor="0.15", linewidth=1.3))
+            ax.text(wx + 4, wy + 2, f"warp {wm + TC_WARPS_M * wn}\n(wm {wm}, wn {wn})", ha="center", va="center",
+                    fontsize=7, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 1})
+    ax.add_patch(Rectangle((d_x, y_d + m_tiles - 1 - pr), 8, 1, fill=False, edgecolor=HOT, linewidth=1.6))
+
+    # Pool: D summed over M, per channel, never stored.
+    py = y_d - 2.6
+    for nt in range(n_tiles):
+        box(ax, d_x + nt, py, 1, 0.8, fc=WN_COLORS[nt // 8], ec="0.55", lw=0.4)
+    ax.text(d_x + 8, py + 0.4, "128 channel sums of the tile", ha="center", va="center", fontsize=7)
+    arrow(ax, d_x + 8, y_d - 0.05, d_x + 8, py + 0.85, color="0.2", lw=1.2)
+    ax.text(d_x + 8.3, y_d - 0.9, "sum over M", ha="left", va="center", fontsize=7)
+    ax.text(d_x + 8, py - 0.5, "D stays in registers and is never stored: each thread adds\nits in-range rows, "
+            "shuffles add the 8 row groups g of a warp,\nthen the 4 M-warps are added in shared memory",
+            ha="center", va="top", fontsize=7.5)
+    ax.text(d_x + 16.6, y_d + m_tiles / 2 + 2.5, "D = A B (M x N)\nFP32 accumulators", ha="left",
+            fontsize=9, weight="bold")
+    ax.text(d_x + 16.6, y_d + m_tiles / 2 + 1.6,
+            "one cell = one m16 x n8\nmma tile (4 registers\nper thread)\n\n"
+            "warp (wm, wn) =\n(warp % 4, warp / 4):\n4 m16 tiles (tile rows\n4wm .. 4wm+3) x 8 n8\n"
+            "tiles (64 channels):\n32 mma.sync m16n8k8 per\nk-step (one tap), 128\naccumulators per thread", ha="left", va="top",
+            fontsize=7.5)
+    return fig
+
+
+# --- (g) stage 10: the fragments of mma.m16n8k8 with .tf32 operands, and the channel slots ----------
+
+def a_fragment(row: int, col: int) -> tuple[int, int]:
+    """(lane, register) holding A[row][col] of a 16x8 TF32 A tile: a0 (g, t), a1 (g+8, t),
+    a2 (g, t+4), a3 (g+8, t+4) with g = lane / 4, t = lane % 4 (PTX ISA, m16n8k8 .tf32)."""
+    return 4 * (row % 8) + col % 4, int(row >= 8) + 2 * int(col >= 4)
+
+
+def b_fragment(k: int, n: int) -> tuple[int, int]:
+    """(lane, register) holding B[k][n] of an 8x8 TF32 B tile: b0 (t, g), b1 (t+4, g)."""
+    return 4 * n + k % 4, int(k >= 4)
+
+
+def d_fragment(row: int, col: int) -> tuple[int, int]:
+    """(lane, register) holding D[row][col] of a 16x8 FP32 tile: d0 (g, 2t), d1 (g, 2t+1),
+    d2 (g+8, 2t), d3 (g+8, 2t+1)."""
+    return 4 * (row % 8) + col // 2, col % 2 + 2 * int(row >= 8)
+
+
+def channel_slot(cl: int) -> int:
+    """The shared-memory slot of channel cl (0..7) of a pixel: channels t and t+4 side by side
+    (channel_slot in tensor_cores.cu)."""
+    return 2 * (cl % 4) + cl // 4
+
+
+REG_COLORS = ("#c6d7ee", "#f6d5bf", "#cfe8cf", "#e4d4ec")
+
+
+def draw_tf32_fragments():
+    fig, ax = new_canvas(13.0, 5.6, (-2.6, 55.0), (-3.4, 21.2))
+    cw, ch = 1.9, 1.0
+    lane_hot = 13  # g = 3, t = 1: outlined in every operand
+    g_hot, t_hot = lane_hot // 4, lane_hot % 4
+
+    def grid(x0, top, rows, cols, frag, prefix, title):
+        ax.text(x0 + cols * cw / 2, top + 1.3, title, ha="center", fontsize=9.5, weight="bold")
+        for c_ in range(cols):
+            ax.text(x0 + (c_ + 0.5) * cw, top + 0.25, str(c_), ha="center", va="bottom", fontsize=7, color="0.3")
+        for r in range(rows):
+            ax.text(x0 - 0.25, top - (r + 0.5) * ch, str(r), ha="right", va="center", fontsize=7, color="0.3")
+            for c_ in range(cols):
+                lane, reg = frag(r, c_)
+                hot = lane == lane_hot
+                box(ax, x0 + c_ * cw, top - (r + 1) * ch, cw, ch, fc=REG_COLORS[reg], ec=HOT if hot else "0.6",
+                    lw=1.6 if hot else 0.3, text=f"L{lane} {prefix}{reg}", fs=6.5)
+
+    top = 17.5
+    grid(0.0, top, 16, 8, a_fragment, "a", "A 16 x 8 (row = m, column = k)")
+    grid(19.0, top, 8, 8, lambda k, n: b_fragment(k, n), "b", "B 8 x 8 (row = k, column = n)")
+    grid(38.5, top, 16, 8, d_fragment, "d", "C / D 16 x 8 (row = m, column = n)")
+    ax.text(-2.4, top + 2.6, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: each cell names the lane L "
+            "and the register that holds it; g = lane / 4, t = lane % 4", fontsize=8.5, va="bottom")
+    ax.text(19.0 + 4 * cw, top - 8 * ch - 0.6,
+            "a0 (g, t)    a1 (g+8, t)    a2 (g, t+4)    a3 (g+8, t+4)\n"
+            "b0 (t, g)    b1 (t+4, g)\n"
+            "d0 (g, 2t)   d1 (g, 2t+1)   d2 (g+8, 2t)   d3 (g+8, 2t+1)\n"
+            f"red outline: lane {lane_hot} (g = {g_hot}, t = {t_hot})", ha="center", va="top", fontsize=7.5,
+            family="monospace")
+
+    # The channel slots of one pixel: channels t and t+4 side by side.
+    sx, sy, sw = 19.0, 0.9, 1.9
+    ax.text(sx + 4 * sw, sy + 2.0, "a pixel's 8 channel slots in shared memory\n(the x patch; the weights alike)",
+            ha="center", fontsize=9, weight="bold")
+    order = sorted(range(8), key=channel_slot)  # the channel in each slot: 0 4 1 5 2 6 3 7
+    for slot, cl in enumerate(order):
+        t = slot // 2
+        box(ax, sx + slot * sw, sy, sw, 1.0, fc=REG_COLORS[0] if slot % 2 == 0 else REG_COLORS[2],
+            ec=HOT if t == t_hot else "0.5", lw=1.6 if t == t_hot else 0.5, text=f"ch {cl}", fs=7.5)
+        ax.text(sx + (slot + 0.5) * sw, sy + 1.15, f"slot {slot}", ha="center", va="bottom", fontsize=6.5,
+                color="0.3")
+    for t in range(4):
+        xm = sx + (2 * t + 1) * sw
+        ax.plot([sx + 2 * t * sw + 0.15, sx + (2 * t + 2) * sw - 0.15], [sy - 0.3] * 2, color="0.3", lw=1.0)
+        ax.text(xm, sy - 0.5, f"t = {t}", ha="center", va="top", fontsize=7.5, color=HOT if t == t_hot else "black")
+    ax.text(sx + 4 * sw, sy - 1.6,
+            "lane (g, t) reads slots 2t, 2t+1 = channels t and t+4 with one 8-byte load:\n"
+            "at pixel g of the m16 tile's row it is (a0, a2) = (A[g][t], A[g][t+4]); 8 pixels on, (a1, a3);\n"
+            "in the weights of output channel g, (b0, b1) = (B[t][g], B[t+4][g]). A warp's 32 loads\n"
+            "are 64 consecutive words: no bank conflict.",
+            ha="center", va="top", fontsize=7.5)
+    return fig
+
+
 DIAGRAMS = {
     "gather_scatter": draw_gather_scatter,
     "pool_mapping": draw_pool_mapping,
@@ -513,16 +735,21 @@ DIAGRAMS = {
     "warp_shuffle": draw_warp_shuffle,
     "tile_banks": draw_tile_banks,
     "border_frame": draw_border_frame,
+    "implicit_gemm": draw_implicit_gemm,
+    "tf32_fragments": draw_tf32_fragments,
 }
+# File names that differ from diagram_<name>.png: the chapters of stages 10 and 11 link these.
+FILE_NAMES = {"implicit_gemm": "implicit_gemm.png", "tf32_fragments": "tf32_fragments.png"}
 
 
 def draw_all(out_dir, only=None) -> list[Path]:
-    """Writes diagram_<name>.png for every diagram (or those named in `only`) into out_dir."""
+    """Writes diagram_<name>.png (or its FILE_NAMES entry) for every diagram, or those named in
+    `only`, into out_dir."""
     written = []
     for name, draw in DIAGRAMS.items():
         if only and name not in only:
             continue
-        written.append(c.save(draw(), Path(out_dir) / f"diagram_{name}.png"))
+        written.append(c.save(draw(), Path(out_dir) / FILE_NAMES.get(name, f"diagram_{name}.png")))
     return written
 
 

@@ -15,8 +15,12 @@ Inputs (all in one results directory, default results/, or $LADDER_RESULTS_DIR):
     "mode": "pool_only"): the reduction stages' pool phase alone; load_pool_only() reads them,
     load() skips them. Schema: ladder/report.cpp, write_pool_only_json().
 Other JSON files, unknown keys and missing optional keys are tolerated. Older ladder JSONs lack
-"provenance", "timing", the *_min / *_max spreads, "computes_conv", "changes" and
-"speedup_vs_previous"; each is optional here.
+"provenance", "timing", the *_min / *_max spreads, "computes_conv", "tensor_cores", "changes" and
+"speedup_vs_previous"; each is optional here ("tensor_cores" absent = False).
+
+A stage with "tensor_cores": true does its convolution on tensor cores (TF32 mma.sync): the FP32
+FMA peak is not its ceiling, so no "% of FP32 peak" is computed for it (stage_rows) and the
+roofline does not place it under the FP32 roof (plot_roofline.py).
 
 Every number this module returns is read from those files or computed from them; the only
 constants are the FP32 peak table below, used for the roofline and for "% of FP32 peak".
@@ -115,6 +119,8 @@ class Stage:
     # Whether the stage does the convolution's arithmetic (the JSON's "computes_conv", a fact of
     # the stage); None where the file does not say (load() then borrows it from another file).
     computes_conv: bool | None = None
+    # Whether the stage's convolution runs on tensor cores (the JSON's "tensor_cores"; absent = False).
+    tensor_cores: bool = False
     total_min: float | None = None  # spread of the total over the timed repetitions
     total_max: float | None = None
     phase_spread: dict = field(default_factory=dict)  # phase name -> (min, max), phases marked once
@@ -427,6 +433,8 @@ class LadderRun(_RecordedDevice):
             return None
         if s.computes_conv is not None:
             return "compute" if s.computes_conv else "memory"
+        if s.tensor_cores:  # its arithmetic may exceed the FP32 peak: the physical test below does not apply
+            return "compute"
         flops = self.cost("fused", "flops") or self.cost("conv", "flops")
         if not flops:
             return "memory"
@@ -585,6 +593,7 @@ def _stage_from_json(st: dict) -> Stage:
         passed_previous=vp.get("pass") if "pass" in vp else None,
         max_abs_pooled=_num(vo.get("max_abs_pooled")), max_abs_y=_num(vo.get("max_abs_y")),
         computes_conv=cc if isinstance(cc, bool) else None,
+        tensor_cores=st.get("tensor_cores") is True,
         total_min=_num(st.get("total_ms_min")), total_max=_num(st.get("total_ms_max")), phase_spread=spread,
         changes=[str(c) for c in ch] if isinstance(ch, list) else None,
         speedup_vs_previous=_num(st.get("speedup_vs_previous")),
@@ -747,7 +756,8 @@ def stage_rows(run: LadderRun) -> list:
     peak, _ = run.fp32_peak_tflops()
     rows = []
     for s in run.stages:
-        r = {"stage": s.label, "id": s.id, "ran": s.ran, "note": s.note, "gpu": s.gpu}
+        r = {"stage": s.label, "id": s.id, "ran": s.ran, "note": s.note, "gpu": s.gpu,
+             "tensor_cores": s.tensor_cores}
         if s.ran:
             tf = run.tflops(s)
             eager, eager_same = run.vs_pytorch(s, "eager")
@@ -755,7 +765,8 @@ def stage_rows(run: LadderRun) -> list:
             r.update({
                 **{f"{ph}_ms": s.ms(ph) for ph in PHASES},
                 "total_ms": s.total_ms, "total_min": s.total_min, "total_max": s.total_max, "tflops": tf,
-                "pct_fp32_peak": 100 * tf / peak if tf and peak else None,
+                # None on tensor cores: the FP32 FMA peak is not their ceiling
+                "pct_fp32_peak": 100 * tf / peak if tf and peak and not s.tensor_cores else None,
                 "gbps": run.gbps(s), "x_floor": run.multiple_of_floor(s) if s.gpu else None,
                 "vs_previous": prev[s.id].ratio if s.id in prev else None,
                 "vs_previous_on": prev[s.id].on if s.id in prev else None,

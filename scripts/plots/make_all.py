@@ -7,8 +7,9 @@
 For each ladder JSON (results/ladder_<gpu>.json) it writes time_<gpu>.png (time per stage, log
 scale, floor line), roofline_<gpu>.png (roofline and bandwidth against the floor) and
 phases_<gpu>.png (phase breakdown). It always writes the diagrams of diagrams.py
-(diagram_<name>.png), which need no data; with no results it says so and draws only those.
-matplotlib, Agg backend.
+(diagram_<name>.png, implicit_gemm.png, tf32_fragments.png), which need no data; with no results
+it says so and draws only those. LADDER_MMA_PEAK_TFLOPS adds a TF32 mma roof to the roofline
+(plot_roofline.py). matplotlib, Agg backend.
 """
 
 from __future__ import annotations

@@ -13,10 +13,18 @@ convolution's arithmetic) against the floor's GB/s, and the specified DRAM peak 
 (LadderRun.dram_peak: the JSON's dram_peak_gbps, else a results/floor_sweep_*.txt of this GPU).
 Points and bars follow the JSON's computes_conv: a stage that skips the convolution's arithmetic
 is never placed on the roofline as if it had done it.
+
+Tensor-core stages (the JSON's "tensor_cores": true, stages 10 and 11) are not FP32 SIMT work:
+the FMA roof is not their ceiling. By default they are left off the roofline, named in a note
+under it. With LADDER_MMA_PEAK_TFLOPS set (a TF32 mma.sync peak in TFLOP/s, e.g. the figure the
+mma_peak program prints on that GPU), they are drawn with open markers against a second, labelled
+flat roof at that value; nothing else changes. No TF32 peak is built in: it is the caller's
+measurement, and the label says where it came from.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -25,13 +33,23 @@ import _common as c  # noqa: E402
 import ladder_results as lr  # noqa: E402
 
 MARKERS = {"conv": "o", "pool": "s", "fused": "D"}
+MMA_COLOR = "#8c564b"
 
 
-def roofline_points(run: lr.LadderRun):
-    """[(stage, phase, intensity flop/B, TFLOP/s)] for the left panel."""
+def mma_peak_tflops() -> float | None:
+    """The TF32 mma roof from LADDER_MMA_PEAK_TFLOPS (a positive number), else None."""
+    v = lr._num(os.environ.get("LADDER_MMA_PEAK_TFLOPS"))
+    return v if v and v > 0 else None
+
+
+def roofline_points(run: lr.LadderRun, mma_peak: float | None = None):
+    """[(stage, phase, intensity flop/B, TFLOP/s)] for the left panel; tensor-core stages only
+    where a TF32 mma roof is given (mma_peak)."""
     pts = []
     for s in run.ran_stages():
-        if not s.gpu:
+        # computes_conv false: its phases are not the convolution nor the pool of its output
+        # (stage 12 pools x, then contracts the sums), so the costs below are not theirs.
+        if not s.gpu or s.computes_conv is False or (s.tensor_cores and not mma_peak):
             continue
         for ph in ("conv", "pool"):
             f, b, ms = run.cost(ph, "flops"), run.cost(ph, "bytes"), s.ms(ph)
@@ -64,10 +82,11 @@ def bandwidth_bars(run: lr.LadderRun):
 def draw(run: lr.LadderRun):
     import numpy as np
 
-    fig, (ax, bx) = c.new_figure(11.0, 4.8, ncols=2)
+    fig, (ax, bx) = c.new_figure(12.5, 4.8, ncols=2)
     peak, peak_how = run.fp32_peak_tflops()
+    mma_peak = mma_peak_tflops()
     bw = run.floor_gbps
-    pts = roofline_points(run)
+    pts = roofline_points(run, mma_peak)
     ai = np.logspace(-2, 4, 200)
     if bw:
         roof = bw * ai / 1e3  # GB/s x flop/B = GFLOP/s -> TFLOP/s
@@ -78,27 +97,48 @@ def draw(run: lr.LadderRun):
     if peak:
         ax.axhline(peak, color="0.2", linewidth=0.8, linestyle=":",
                    label=f"FP32 peak {lr.fmt_rate(peak)} TFLOP/s\n({peak_how})")
+    if mma_peak and any(s.tensor_cores for s, *_ in pts):
+        if bw:  # the bandwidth slope on from the FP32 roof up to the mma roof: the tensor cores' roof
+            slope = bw * ai / 1e3
+            above = slope >= (peak or 0)
+            ax.plot(ai[above], np.minimum(slope[above], mma_peak), color=MMA_COLOR, linewidth=1.0, linestyle="--")
+        ax.axhline(mma_peak, color=MMA_COLOR, linewidth=1.0, linestyle="-.",
+                   label=f"TF32 mma peak {lr.fmt_rate(mma_peak)} TFLOP/s\n(LADDER_MMA_PEAK_TFLOPS; open markers)")
     ids = sorted({s.id for s, *_ in pts})
-    cmap = __import__("matplotlib").colormaps["tab10"]
-    color = {sid: cmap(i % 10) for i, sid in enumerate(ids)}
+    cmap = __import__("matplotlib").colormaps["tab10" if len(ids) <= 10 else "tab20"]
+    color = {sid: cmap(i % cmap.N) for i, sid in enumerate(ids)}
     for s, ph, x, y in pts:
+        if s.tensor_cores:  # open marker: measured against the TF32 mma roof
+            ax.scatter([x], [y], marker=MARKERS[ph], s=42, facecolor="white", edgecolor=color[s.id],
+                       linewidth=1.5, zorder=3, label=f"{s.id} {ph} (tensor cores)")
+            continue
         ax.scatter([x], [y], marker=MARKERS[ph], s=42, color=color[s.id], edgecolor="black", linewidth=0.5,
                    zorder=3, label=f"{s.id} {ph}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ys = [y for *_, y in pts] + ([peak] if peak else [])
+    ys = [y for *_, y in pts] + ([peak] if peak else []) + (
+        [mma_peak] if mma_peak and any(s.tensor_cores for s, *_ in pts) else [])
     if ys:
         ax.set_ylim(min(ys) / 10, max(ys) * 30)
     ax.set_xlim(ai[0], ai[-1])
     ax.set_xlabel("arithmetic intensity (flop per byte that must move)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title(c.title(run, "Roofline") + ("" if peak else " (FP32 peak unknown)"), fontsize=10)
-    ax.legend(fontsize=6.5, ncol=2, loc="upper left")
+    # Beside the axes, not on them: the points cover the whole area under the roofs.
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(which="major", alpha=0.3)
-    skipped = [s.id for s in run.ran_stages() if s.gpu and run.fused_kind(s) == "memory"]
+    skipped = [s.id for s in run.ran_stages()
+               if s.gpu and (s.computes_conv is False or run.fused_kind(s) == "memory")]
+    notes = []
     if skipped:
-        ax.set_xlabel(ax.get_xlabel() + "\nnot placed: stage " + ", ".join(skipped)
-                      + " (skips the convolution's arithmetic; see the right panel)", fontsize=8)
+        notes.append("not placed: stage " + ", ".join(skipped)
+                     + " (skips the convolution's arithmetic; see the right panel)")
+    on_tc = [s.id for s in run.ran_stages() if s.gpu and s.tensor_cores]
+    if on_tc and not mma_peak:
+        notes.append("not placed: stage " + ", ".join(on_tc) + " (tensor cores: the FP32 roof is not their "
+                     "ceiling;\nset LADDER_MMA_PEAK_TFLOPS to draw them against a TF32 mma roof)")
+    if notes:
+        ax.set_xlabel(ax.get_xlabel() + "\n" + "\n".join(notes), fontsize=8)
 
     bars = bandwidth_bars(run)
     if bars:

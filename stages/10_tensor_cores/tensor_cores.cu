@@ -1,9 +1,10 @@
 // Stage 10: tensor cores. Stage 09's pipeline (the same tiles, cp.async into two buffers, the
 // partials and the finish), with the arithmetic moved from FP32 FMAs to tensor cores:
-//  - conv+pool: the convolution of a 16x16 output tile and 64 output channels is an implicit
-//               GEMM, D[m, n] = sum_k A[m, k] B[k, n] with m the tile's 256 pixels, n its 64
-//               channels and k = (tap, input channel): A[m, k] is the input under tap k of pixel
-//               m, gathered from the shared input patch as in stage 09, and B[k, n] the weight.
+//  - conv+pool: the convolution of a 16x16 output tile and 128 output channels is an
+//               implicit GEMM, D[m, n] = sum_k A[m, k] B[k, n] with m the tile's 256 pixels, n
+//               its 128 channels and k = (tap, input channel): A[m, k] is the input under tap k
+//               of pixel m, gathered from the shared input patch as in stage 09, and B[k, n] the
+//               weight.
 //               mma.sync.m16n8k8 with TF32 inputs and FP32 accumulation (sm_80+) does 16x8x8 of
 //               it per warp and instruction. Shared memory holds each pixel's 8 channels of a
 //               chunk side by side, in the order a thread's fragment wants them, so one 8-byte
@@ -48,7 +49,7 @@ constexpr int kCoTile = 128;
 constexpr int kWarpsM = 4;
 constexpr int kWarpsN = kWarps / kWarpsM;
 constexpr int kMTiles = kTileRows / kWarpsM;    // 4: one m16 tile = one output row of the tile
-constexpr int kNTiles = kCoTile / kWarpsN / 8;  // 4 n8 tiles
+constexpr int kNTiles = kCoTile / kWarpsN / 8;  // 8 n8 tiles
 constexpr int kCiChunk = 8;                     // input channels per step = the mma's k
 constexpr int kMaxKernelW = 5;
 constexpr int kPitch = kTileCols + kMaxKernelW - 1;  // patch columns per row, as in stage 09
@@ -176,7 +177,7 @@ __global__ void tf32_weight_layout(ConvParams p, const float* weight, float* wt,
 }
 
 /// partials[n, part, co] = sum of the convT outputs (without conv bias) of 16x16 tiles
-/// [part_begin(part), part_begin(part + 1)) of plane (n, co), for the block's 64 channels.
+/// [part_begin(part), part_begin(part + 1)) of plane (n, co), for the block's 128 channels.
 /// Stride (1, 1), dilation_w 1, kernel_w == KW (1..5); any kernel_h, dilation_h, padding,
 /// output_padding, groups, sizes; sm_80+. As in stage 09,
 ///   out[oh, ow] = sum_{ci,kh,kw} x[oh + ph - kh*dh, ow + pw - kw] w[ci, co, kh, kw].

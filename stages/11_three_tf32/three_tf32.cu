@@ -41,7 +41,7 @@ constexpr int kCoTile = 128;
 constexpr int kWarpsM = 4;
 constexpr int kWarpsN = kWarps / kWarpsM;
 constexpr int kMTiles = kTileRows / kWarpsM;    // 4: one m16 tile = one output row of the tile
-constexpr int kNTiles = kCoTile / kWarpsN / 8;  // 4 n8 tiles
+constexpr int kNTiles = kCoTile / kWarpsN / 8;  // 8 n8 tiles
 constexpr int kCiChunk = 8;                     // input channels per step = the mma's k
 constexpr int kMaxKernelW = 5;
 constexpr int kPitch = kTileCols + kMaxKernelW - 1;  // patch columns per row, as in stage 09
@@ -181,7 +181,7 @@ __global__ void fragment_weight_layout(ConvParams p, const float* weight, float*
 }
 
 /// partials[n, part, co] = sum of the convT outputs (without conv bias) of 16x16 tiles
-/// [part_begin(part), part_begin(part + 1)) of plane (n, co), for the block's 64 channels.
+/// [part_begin(part), part_begin(part + 1)) of plane (n, co), for the block's 128 channels.
 /// Stride (1, 1), dilation_w 1, kernel_w == KW (1..5); any kernel_h, dilation_h, padding,
 /// output_padding, groups, sizes; sm_80+. As in stage 09,
 ///   out[oh, ow] = sum_{ci,kh,kw} x[oh + ph - kh*dh, ow + pw - kw] w[ci, co, kh, kw].

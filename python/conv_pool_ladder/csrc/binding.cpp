@@ -114,6 +114,8 @@ pybind11::list list_stages() {
     e["idea"] = d->idea;
     e["gpu"] = d->is_gpu();
     e["has_prepare"] = d->prepare != nullptr;
+    e["tf32"] = d->precision == ladder::Precision::Tf32;  // checked at the TF32 bound
+    e["tensor_cores"] = d->tensor_cores;
     out.append(e);
   }
   return out;
