@@ -42,7 +42,8 @@ constexpr int kWarps = kThreads / 32;
 // (wm, wn) = (warp % 4, warp / 4) owns tile rows 4*wm .. 4*wm+3 (kMTiles m16 tiles, one output
 // row of 16 pixels each) and channels 64*wn .. +63 (kNTiles n8 tiles): 4 x 8 mma tiles, 128 FP32
 // accumulators per thread. Per k-step 8 A loads and 8 B loads of 8 bytes feed 32 mma: shared
-// memory delivers 256 bytes a clock per SM, so a smaller warp tile would wait on it.
+// memory delivers 128 bytes (32 banks x 4) a clock per SM, so a smaller warp tile would wait
+// on it.
 constexpr int kTileRows = 16;
 constexpr int kTileCols = 16;
 constexpr int kCoTile = 128;
@@ -254,16 +255,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
     for_my_x(step, [](float* s, const float*, bool) { *s = round_to_tf32(*s); });
   };
 
-  float acc[kMTiles][kNTiles][4];
-  float pool[kNTiles][2];  // columns 2t, 2t+1 of each n8 tile, summed over the thread's rows
-#pragma unroll
-  for (int j = 0; j < kNTiles; ++j) {
-    pool[j][0] = pool[j][1] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kMTiles; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-  }
+  float acc[kMTiles][kNTiles][4] = {};
+  float pool[kNTiles][2] = {};  // columns 2t, 2t+1 of each n8 tile, summed over the thread's rows
 
   load_step(0);
   cp_async_commit();
@@ -332,16 +325,16 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
   // Channel sums: over the 8 row groups g of the warp (lanes t, t+4, ..., t+28: xor 4, 8, 16),
   // then over the 4 M-warps that share the channels, in a fixed order through shared memory.
 #pragma unroll
-  for (int j = 0; j < kNTiles; ++j)
+  for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
     for (int e = 0; e < 2; ++e)
 #pragma unroll
-      for (int s = 4; s < 32; s *= 2) pool[j][e] += __shfl_xor_sync(0xffffffffu, pool[j][e], s);
+      for (int s = 4; s < 32; s *= 2) pool[nt][e] += __shfl_xor_sync(0xffffffffu, pool[nt][e], s);
   if (g == 0)
 #pragma unroll
-    for (int j = 0; j < kNTiles; ++j)
+    for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) warp_pool[wm][wn * (kCoTile / kWarpsN) + 8 * j + 2 * t + e] = pool[j][e];
+      for (int e = 0; e < 2; ++e) warp_pool[wm][wn * (kCoTile / kWarpsN) + 8 * nt + 2 * t + e] = pool[nt][e];
   __syncthreads();
   if (tid < co_count) {
     float s = 0.0f;
