@@ -259,6 +259,8 @@ def estimate_stage(stage: dict, cost: dict, ref: Gpu, g: Gpu) -> tuple[float, li
     for phase, ms in stage_phases(stage):
         b = classify(ms, phase_work(cost, phase, stage.get("computes_conv", True)), ref, stage["name"], phase)
         total += ms * ratio(b, ref, g)
+        if stage.get("tensor_cores") and b == "FP32":
+            b = "tensor pipe"  # its flops ran on tensor cores: the FP32 share says only "compute"
         bounds.append(f"{phase} {b}")
     return total, bounds
 
@@ -300,6 +302,18 @@ def ladder_rows(run: dict, gpus: list[Gpu], ref: Gpu) -> tuple[list[Row], dict]:
                 text = "≥ " + fmt(value)
                 notes.append(f"{g.name}: no cp.async below sm_80; the stage runs synchronous copies, "
                              f"so at best stage 08's time")
+            if g.key != ref.key and s.get("tensor_cores"):
+                # The tensor pipe's rate does not follow the FP32 or DRAM ratios, and mma.sync's
+                # share of it differs by architecture: nothing here would be a fair estimate.
+                if g.sm < 80:
+                    text = "general path"
+                    notes.append(f"{g.name}: no TF32 mma below sm_80; the stage runs the general FP32 "
+                                 f"path (lib/conv_pool_general.cuh), not timed here")
+                else:
+                    text = "not estimated"
+                    notes.append(f"{g.name}: a tensor-core stage; its time is not a ratio of the H200's: "
+                                 f"measure it (build/mma_peak gives the GPU's ceiling)")
+                value = est  # the class-time sum keeps an FP32-scaled stand-in
             if s["name"] in TILED and g.key != ref.key:
                 n, why = blocks_per_sm(s["name"], problem, g)
                 n_ref, _ = blocks_per_sm(s["name"], problem, ref)
