@@ -428,8 +428,8 @@ def memory_rows(problem: dict, gpus: list[Gpu]) -> list[str]:
         ("`ladder --pool-only`: the convT-shaped tensor + plane sums", conv_out + 2 * 4 * n * cout),
         ("grader timing, pool mode (rungs 03-05): fresh convT-shaped input + 2 workspaces",
          conv_out + 2 * 4 * n * cout),
-        ("grader timing, stage mode (rungs 08, 09, 12, 13): inputs + 2 workspaces of about 1 MiB",
-         base + 2 * mib),
+        ("grader timing, stage mode (rungs 08-13): inputs + 2 workspaces of 1 to 2.3 MiB",
+         base + 2 * 2.3 * mib),
         ("GPU test `OutputBeyond2To31Elements`, stages 01-05 (skipped when it does not fit)",
          big_out + big_base),
     ]
