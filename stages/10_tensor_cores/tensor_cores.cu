@@ -8,8 +8,10 @@
 //               mma.sync.m16n8k8 with TF32 inputs and FP32 accumulation (sm_80+) does 16x8x8 of
 //               it per warp and instruction. Shared memory holds each pixel's 8 channels of a
 //               chunk side by side, in the order a thread's fragment wants them, so one 8-byte
-//               load gives two fragment registers; each thread rounds the values it copied to
-//               TF32 once (cvt.rna) before the barrier, not at every use. The pool is summed
+//               load gives two fragment registers. Every value is rounded to TF32 (cvt.rna)
+//               once, not at every use: the weights by a small kernel that also lays them out
+//               in that shared-memory order (tf32_weight_layout, copied 16 bytes at a time), x
+//               by the thread that copied it, before the barrier. The pool is summed
 //               from the accumulator fragments when a tile is complete; D is never stored.
 //               Every other ConvTranspose2d parameter set, and GPUs below sm_80, take the general
 //               FP32 path (lib/conv_pool_general.cuh);
@@ -57,7 +59,7 @@ constexpr int kPitch = kTileCols + kMaxKernelW - 1;  // patch columns per row, a
 constexpr int kBuffers = 2;
 constexpr int64_t kTargetBlocks = 4096;
 static_assert(kWarpsM * kMTiles == kTileRows && kTileCols == 16, "an m16 tile is one output row");
-static_assert(kThreads % kCoTile == 0 && kThreads % kCiChunk == 0, "fixed per-thread copy roles");
+static_assert(kThreads % kCiChunk == 0, "fixed per-thread copy roles: thread -> channel tid % 8");
 
 /// The tiled kernel's arguments, by value. x (N, Cin, H, W), weight (Cin, Cout/g, kH, kW),
 /// partials (N, g.parts, Cout), fp32. The grid (make_fused_grid): units are the plane's 16x16

@@ -49,7 +49,7 @@ constexpr int kPitch = kTileCols + kMaxKernelW - 1;  // patch columns per row, a
 constexpr int kBuffers = 2;
 constexpr int64_t kTargetBlocks = 4096;
 static_assert(kWarpsM * kMTiles == kTileRows && kTileCols == 16, "an m16 tile is one output row");
-static_assert(kThreads % kCoTile == 0 && kThreads % kCiChunk == 0, "fixed per-thread copy roles");
+static_assert(kThreads % kCiChunk == 0, "fixed per-thread copy roles: thread -> channel tid % 8");
 
 /// The tiled kernel's arguments, by value. x (N, Cin, H, W), weight (Cin, Cout/g, kH, kW),
 /// partials (N, g.parts, Cout), fp32. The grid (make_fused_grid): units are the plane's 16x16
