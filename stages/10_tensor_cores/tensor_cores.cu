@@ -363,6 +363,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// newer (the kernel's ptxVersion, so a newer GPU running PTX JIT-compiled from an older
 /// architecture counts as old). Throws CudaError.
 bool tensor_cores_here() {
+#ifdef LADDER_NO_TF32_MMA
+  return false;  // a test build: the path an sm_75 build takes, on any GPU
+#endif
   cudaFuncAttributes attr{};
   CUDA_CHECK(cudaFuncGetAttributes(&attr, conv_pool_tensor_cores<3>));
   return attr.ptxVersion >= 80;
@@ -465,6 +468,9 @@ void run(const GpuStageArgs& a) {
 /// Says when no tensor core runs: below sm_80, or code JIT-compiled from an older PTX.
 std::string device_note() {
   if (tensor_cores_here()) return "";
+#ifdef LADDER_NO_TF32_MMA
+  return "built with LADDER_NO_TF32_MMA: every problem takes the general FP32 path";
+#endif
   return "TF32 mma needs code for sm_80 or newer: every problem takes the general FP32 path";
 }
 
