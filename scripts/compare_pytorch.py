@@ -42,8 +42,8 @@ single_launch (05, 09, 10, 11, 12, 13); the targets of step 6 need 09, 10 and 11
    the L2 size), after warm-up, median of --reps, all under torch.no_grad(): eager (TF32 conv,
    the default), eager with TF32 off, cuDNN's ConvTranspose2d alone (the Model's conv_transpose
    module on x, TF32 allowed and TF32 off: kinds "convt_tf32", "convt_fp32"), torch.compile
-   (failures are reported, the run goes on), each stage, and ModelNew. Prints a table with the
-   ratios and writes --json.
+   (failures are reported, the run goes on), each stage (its timing names it in "stage": "10"),
+   and ModelNew. Prints a table with the ratios and writes --json.
 5. Per call, as KernelBench times a model (kernelbench_timing), before step 4's timings: CUDA
    events around one call, synchronize after each, no L2 flush, median of --per-call-reps after
    --per-call-warmup, at the first KernelBench sizes and at the current ones whatever --small
@@ -79,7 +79,6 @@ import json
 import math
 import platform
 import random
-import re
 import statistics
 import sys
 import time
@@ -203,11 +202,11 @@ def cudnn_tf32(enabled: bool):
         torch.backends.cudnn.allow_tf32 = old
 
 
-def pooled_bound(x, weight, conv_bias, pooled64, groups, hout, wout, tf32=False):
-    """The fp32 bound of common/tolerance.hpp, per pooled element (see the module docstring).
-    tf32=True: tf32_tolerance's bound instead, for a stage whose products take TF32 operands:
-    (2 u_t + u_t^2) * magnitude for the rounded inputs, plus the fp32 bound with 2u (the tensor
-    core's additions need not round to nearest)."""
+def pooled_bounds(x, weight, conv_bias, pooled64, groups, hout, wout):
+    """(fp32 bound, TF32 bound, chain length), per pooled element, from one magnitude: the fp32
+    bound of common/tolerance.hpp (see the module docstring), and tf32_tolerance's for a stage
+    whose products take TF32 operands: (2 u_t + u_t^2) * magnitude for the rounded inputs, plus the
+    fp32 bound with 2u (the tensor core's additions need not round to nearest)."""
     import torch
 
     n, cin, h, w = x.shape
@@ -215,15 +214,15 @@ def pooled_bound(x, weight, conv_bias, pooled64, groups, hout, wout, tf32=False)
     cin_g = cin // groups
     k = cin_g * kh * kw
     chain = k + hout * wout + h * w + k
-    u = 2 * FP32_U if tf32 else FP32_U
-    rel = LAMBDA * math.sqrt(chain) * u
+    rel = LAMBDA * math.sqrt(chain) * FP32_U
     abs_mean = x.abs().mean(dim=(2, 3), dtype=torch.float64)  # (N, Cin)
     wsum = weight.detach().double().abs().sum(dim=(2, 3))  # (Cin, Cout/g)
     mag = torch.einsum("ngc,gcj->ngj", abs_mean.reshape(n, groups, cin_g),
                        wsum.reshape(groups, cin_g, cout_g)).reshape(n, groups * cout_g)
     mag = mag + conv_bias.detach().double().abs().reshape(1, -1)
-    inputs = (2 * TF32_U + TF32_U * TF32_U) if tf32 else 0.0
-    return (rel + inputs) * mag + u * pooled64.abs(), chain
+    fp32 = rel * mag + FP32_U * pooled64.abs()
+    tf32 = (2 * TF32_U + TF32_U * TF32_U) * mag + 2 * fp32
+    return fp32, tf32, chain
 
 
 def abs_error(got, ref):
@@ -631,10 +630,9 @@ def kind_median(timings, kind):
 
 
 def stage_median(timings, stage_id):
-    """This run's median ms of stage `stage_id` (kind "stage", variant "stage NN ..."); None if not timed."""
-    pattern = re.compile(rf"stage {re.escape(str(stage_id))}\b")
-    return next((t["median_ms"] for t in timings if t.get("kind") == "stage" and t.get("median_ms") is not None
-                 and pattern.match(str(t.get("variant", "")))), None)
+    """This run's median ms of stage `stage_id` (kind "stage", field "stage"); None if not timed."""
+    return next((t["median_ms"] for t in timings if t.get("kind") == "stage" and t.get("stage") == stage_id
+                 and t.get("median_ms") is not None), None)
 
 
 def fp64_check(checks, variant):
@@ -772,10 +770,9 @@ def main(argv=None) -> int:
         pooled64, y64 = model_parts(m64, x.double())
         del m64
         torch.cuda.empty_cache()
-        tol, chain = pooled_bound(x, ct.weight, ct.bias, pooled64, 1, hout, wout)
+        tol, tol_tf32, chain = pooled_bounds(x, ct.weight, ct.bias, pooled64, 1, hout, wout)
         meta["pooled_bound"] = {"u": FP32_U, "lambda": LAMBDA, "chain_length": chain,
                                 "min": float(tol.min()), "max": float(tol.max())}
-        tol_tf32, _ = pooled_bound(x, ct.weight, ct.bias, pooled64, 1, hout, wout, tf32=True)
         meta["pooled_bound_tf32"] = {"u_tf32": TF32_U, "min": float(tol_tf32.min()), "max": float(tol_tf32.max())}
         meta["y_atol"] = Y_ATOL
         meta["kernelbench_atol_rtol"] = KB_TOL
@@ -853,15 +850,15 @@ def main(argv=None) -> int:
     meta["l2_bytes"] = timer.l2_bytes
     timings = result["timings"]
 
-    def timed(name, fn, kind):
+    def timed(name, fn, kind, **fields):
         log(f"timing {name}")
         try:
             t = timer(fn)
         except Exception as e:
             log(f"{name} failed: {type(e).__name__}: {e}")
-            timings.append({"variant": name, "kind": kind, "error": f"{type(e).__name__}: {e}"})
+            timings.append({"variant": name, "kind": kind, **fields, "error": f"{type(e).__name__}: {e}"})
             return
-        t.update(variant=name, kind=kind)
+        t.update(variant=name, kind=kind, **fields)
         timings.append(t)
 
     meta["cudnn_enabled"] = bool(torch.backends.cudnn.enabled)
@@ -890,7 +887,7 @@ def main(argv=None) -> int:
                 timings.append({"variant": "torch.compile", "kind": "compile", "error": msg})
         for s in stages:
             name = stage_label(s, meta["stage_names"])
-            timed(name, lambda s=s: run_stage(s, x, ct.weight, ct.bias, model.bias), "stage")
+            timed(name, lambda s=s: run_stage(s, x, ct.weight, ct.bias, model.bias), "stage", stage=s)
             if args.graph:
                 try:
                     g = graph_of(torch, lambda s=s: run_stage(s, x, ct.weight, ct.bias, model.bias))
