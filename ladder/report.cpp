@@ -42,6 +42,7 @@
 
 #include "device.hpp"
 #include "pool_only.hpp"
+#include "provenance_report.hpp"
 #include "runner.hpp"
 
 namespace ladder {
@@ -101,18 +102,6 @@ std::string range(const Spread& s) {
   return cell("%.3f", s.min) + "-" + cell("%.3f", s.max);
 }
 
-// The "build:" and "host:" lines of a table header.
-std::string provenance_lines(const Provenance& pv) {
-  std::ostringstream out;
-  out << "build:   git " << pv.git_commit
-      << (pv.git_dirty == "yes" ? " with uncommitted changes" : pv.git_dirty == "no" ? "" : " (clean or not: unknown)")
-      << "; nvcc " << pv.nvcc_version << ", CUDA runtime " << pv.cuda_runtime_version << "; driver "
-      << (pv.driver_cuda_version == "none" ? std::string("none")
-                                           : pv.driver_release + " (CUDA " + pv.driver_cuda_version + ")")
-      << "\n";
-  out << "host:    " << pv.host_cpu << "; run " << pv.date_utc << "\n";
-  return out.str();
-}
 
 }  // namespace
 
@@ -122,7 +111,7 @@ std::string format_table(const LadderReport& r) {
   const Provenance& pv = r.run.provenance;
   out << "problem: " << r.problem.describe() << "\n";
   out << "device:  " << (r.device.empty() ? "none (" + r.gpu_skip_reason + ")" : r.device) << "\n";
-  out << provenance_lines(pv);
+  out << describe_provenance(pv);
   out << "timing:  GPU: median, min and max of " << r.run.reps << " repetitions after " << r.run.warmup
       << " warm-up, L2 " << (r.run.flush_l2 ? "flushed before each" : "not flushed (warm cache)")
       << "; CPU: one run\n";
@@ -221,16 +210,6 @@ json problem_json(const Problem& p) {
           {"seed", p.seed}, {"out_h", p.out_h()}, {"out_w", p.out_w()}};
 }
 
-json provenance_json(const Provenance& pv) {
-  return {{"git_commit", pv.git_commit},
-          {"git_dirty", pv.git_dirty},
-          {"nvcc_version", pv.nvcc_version},
-          {"cuda_runtime_version", pv.cuda_runtime_version},
-          {"driver_cuda_version", pv.driver_cuda_version},
-          {"driver_release", pv.driver_release},
-          {"host_cpu", pv.host_cpu},
-          {"date_utc", pv.date_utc}};
-}
 
 json timing_json(const RunRecord& run) {
   return {{"warmup", run.warmup}, {"reps", run.reps}, {"flush_l2", run.flush_l2}, {"statistic", "median"}};
@@ -259,7 +238,7 @@ void write_json(const LadderReport& r, const std::string& path) {
   j["problem"] = problem_json(p);
   j["cost"] = {{"conv", phase_cost(c.conv)}, {"pool", phase_cost(c.pool)},
                {"epilogue", phase_cost(c.epilogue)}, {"fused", phase_cost(c.fused)}};
-  j["provenance"] = provenance_json(r.run.provenance);
+  j["provenance"] = provenance_to_json(r.run.provenance);
   j["timing"] = timing_json(r.run);
   j["tolerance"] = r.tolerance;
   j["device"] = r.device;
@@ -330,7 +309,7 @@ std::string format_pool_only_table(const PoolOnlyReport& r) {
         << " OpenMP threads), uploaded in " << cell("%.2f", r.upload_s) << " s";
   out << "\n";
   out << "device:  " << (r.device.empty() ? "none (" + r.gpu_skip_reason + ")" : r.device) << "\n";
-  out << provenance_lines(r.run.provenance);
+  out << describe_provenance(r.run.provenance);
   out << "timing:  median, min and max of " << r.run.reps << " repetitions after " << r.run.warmup
       << " warm-up, L2 " << (r.run.flush_l2 ? "flushed" : "not flushed (warm cache)") << " and pooled poisoned with NaN before each\n";
   if (r.dram_peak_gbps > 0) out << "peak:    DRAM " << r.dram_peak_formula << "\n";
@@ -409,7 +388,7 @@ void write_pool_only_json(const PoolOnlyReport& r, const std::string& path) {
   json j;
   j["mode"] = "pool_only";
   j["problem"] = problem_json(p);
-  j["provenance"] = provenance_json(r.run.provenance);
+  j["provenance"] = provenance_to_json(r.run.provenance);
   j["timing"] = timing_json(r.run);
   j["tensor"] = {{"shape", json::array({p.batch, p.out_channels, p.out_h(), p.out_w()})},
                  {"bytes", r.tensor_bytes},

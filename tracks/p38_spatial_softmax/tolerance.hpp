@@ -30,7 +30,9 @@
 //    every element of the row.
 //
 // 4. The fp32 softmax itself, on the fp32 z (relative errors, first order, t_i = z_i - max):
-//      fl(z_i - max):     u*|t_i| in the argument, so u*|t_i| relative in exp(t_i);
+//      fl(z_i - max):     u*|t_i| in the argument, so u*|t_i| relative in exp(t_i); a kernel that
+//                         subtracts the clamp bound hi instead of the max (the fused rungs) rounds
+//                         z_i - hi, so |t_i| here is the larger of |z_i - max| and |z_i - hi|;
 //      exp:               kappa*u, kappa = 8 (4 ulps; CUDA's expf is within 2 ulps, __expf within
 //                         3 for |t| <= 1.7), in the numerator and again in the denominator;
 //      the denominator:   its terms' argument roundings, sum_j exp(t_j)*u*|t_j|, relative

@@ -1,0 +1,109 @@
+// p38_ladder: the problem-38 track's rungs on one problem (default: KernelBench's sizes), checked
+// against the fp64 oracle and timed against the memory and compute floors.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <limits>
+
+#include "runner.hpp"
+
+namespace p38 = ladder::p38;
+
+namespace {
+
+/// Values >= lo: "POSITIVE" or "NONNEGATIVE" in --help, the range in the error message.
+template <typename T>
+CLI::Validator at_least(T lo) {
+  return CLI::Range(lo, std::numeric_limits<T>::max()).description(lo > 0 ? "POSITIVE" : "NONNEGATIVE");
+}
+
+/// A 3-D option: one value (every axis) or three (depth height width), as PyTorch takes them.
+void add_triple(CLI::App& app, const std::string& name, p38::Triple& target, const std::string& help) {
+  app.add_option_function<std::vector<int64_t>>(
+         name,
+         [&target, name](const std::vector<int64_t>& v) {
+           if (v.size() == 2) throw CLI::ValidationError(name, "takes one value or three (depth height width), not two");
+           target = v.size() == 1 ? p38::Triple::cube(v[0]) : p38::Triple{v[0], v[1], v[2]};
+         },
+         help + " (one value for every axis, or three: depth height width)")
+      ->expected(1, 3)
+      ->type_name("N [N N]");
+}
+
+std::string rung_list() {
+  std::string s;
+  for (const p38::Rung* r : p38::rungs()) s += (s.empty() ? "" : ", ") + r->label();
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  p38::Problem38 p = p38::Problem38::kernelbench();
+  p38::TrackOptions opt;
+  bool quiet = false, no_flush = false;
+  std::string distribution = "uniform";
+  CLI::App app{"Runs the problem-38 track (KernelBench level 2, problem 38: AvgPool3d -> ConvTranspose3d -> clamp ->\n"
+               "softmax over D*H*W per (sample, channel) -> x scale), checks every rung against the fp64 oracle\n"
+               "elementwise and times it. Default: KernelBench's sizes (batch 32, 32 -> 64 channels, 32x64x64)."};
+  app.footer("Exit status: 0 if every rung that ran passed; 1 if a rung failed or disagreed with the oracle; 2 for\n"
+             "invalid options or an error before the rungs ran (an invalid problem, too little GPU memory).\n"
+             "Large outputs are checked on --sample-rows rows (each a complete softmax); small ones on every row.");
+  app.add_option("--batch", p.batch, "batch size")->check(at_least<int64_t>(1))->capture_default_str();
+  app.add_option("--in-channels", p.in_channels, "in_channels")->check(at_least<int64_t>(1))->capture_default_str();
+  app.add_option("--out-channels", p.out_channels, "out_channels")->check(at_least<int64_t>(1))->capture_default_str();
+  add_triple(app, "--input-size", p.in_size, "input D H W (default 32 64 64)");
+  add_triple(app, "--pool-kernel-size", p.pool.kernel_size, "AvgPool3d kernel_size (default 2)");
+  p38::Triple pool_stride{};
+  auto* pool_stride_opt = app.add_option("--pool-stride", pool_stride.d, "AvgPool3d stride (default: kernel_size)");
+  add_triple(app, "--pool-padding", p.pool.padding, "AvgPool3d padding (default 0)");
+  app.add_flag("--ceil-mode", p.pool.ceil_mode, "AvgPool3d ceil_mode=True");
+  bool no_count_pad = false;
+  app.add_flag("--no-count-include-pad", no_count_pad, "AvgPool3d count_include_pad=False");
+  add_triple(app, "--kernel-size", p.conv.kernel_size, "ConvTranspose3d kernel_size (default 3)");
+  add_triple(app, "--stride", p.conv.stride, "ConvTranspose3d stride (default 2)");
+  add_triple(app, "--padding", p.conv.padding, "ConvTranspose3d padding (default 1)");
+  add_triple(app, "--output-padding", p.conv.output_padding, "ConvTranspose3d output_padding (default 1)");
+  add_triple(app, "--dilation", p.conv.dilation, "ConvTranspose3d dilation (default 1)");
+  app.add_option("--groups", p.conv.groups, "ConvTranspose3d groups")->check(at_least<int64_t>(1))->capture_default_str();
+  app.add_option("--clamp-min", p.clamp_min, "clamp lower bound")->capture_default_str();
+  app.add_option("--clamp-max", p.clamp_max, "clamp upper bound")->capture_default_str();
+  app.add_option("--distribution", distribution, "x ~ U[0,1) (uniform) or small integers with exact sums (exact)")
+      ->check(CLI::IsMember({"uniform", "exact"}))
+      ->capture_default_str();
+  app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
+  app.add_option("--rungs", opt.rung_ids, "comma-separated rungs, by number or name (default: all): " + rung_list())
+      ->delimiter(',')
+      ->type_name("ID");
+  app.add_option("--reps", opt.reps, "timed repetitions per GPU rung (median, min and max reported)")
+      ->check(at_least(1))
+      ->capture_default_str();
+  app.add_option("--warmup", opt.warmup, "untimed repetitions before them")->check(at_least(0))->capture_default_str();
+  app.add_flag("--no-flush-l2", no_flush, "do not flush L2 between repetitions");
+  app.add_flag("--force-cpu", opt.force_cpu, "run rung 00 even when its cost is large");
+  app.add_option("--cpu-max-macs", opt.cpu_max_macs, "rung 00 runs only below this many multiply-adds")
+      ->capture_default_str();
+  app.add_option("--sample-rows", opt.sample_rows, "rows checked against the oracle when the output is large")
+      ->check(at_least(1))
+      ->capture_default_str();
+  app.add_option("--json", opt.json_path, "write results as JSON to FILE")->type_name("FILE");
+  app.add_flag("-q,--quiet", quiet, "no progress output on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (*pool_stride_opt) p.pool.stride = p38::Triple::cube(pool_stride.d);
+  p.pool.count_include_pad = !no_count_pad;
+  opt.flush_l2 = !no_flush;
+  opt.progress = !quiet;
+  try {
+    p.distribution = p38::distribution_from_string(distribution);
+    const p38::TrackReport report = p38::run_track(p, opt);
+    std::cout << p38::format_table(report);
+    if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";
+    return report.all_passed() ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+}

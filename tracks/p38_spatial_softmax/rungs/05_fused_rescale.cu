@@ -1,0 +1,44 @@
+// Rung 05: fusion, writing once and rescaling. What changed from rung 04: the softmax's sum moves
+// into the convolution's epilogue. The kernel that computes z clamps it, takes e = exp(z - hi)
+// (the clamp bound hi replaces the row max: device/fused.cuh proves why that is safe), stores e
+// and adds it into one partial sum per block; a small kernel sums each row's partials in a fixed
+// order into factor = scale[c] / sum; a last pass multiplies the output by it. z never exists:
+// the output is written, then read and written once more (the rescale).
+#include "../device/fused.cuh"
+#include "../rung.hpp"
+
+namespace ladder::p38 {
+namespace {
+
+/// out[i] *= factor[row of i], grid-stride.
+__global__ void rescale(Geometry g, const float* __restrict__ factor, float* __restrict__ out) {
+  const int64_t total = g.rows * g.spatial;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] *= factor[i / g.spatial];
+}
+
+size_t workspace(const Problem38& p) { return FusedWorkspace::bytes(make_geometry(p)); }
+
+void run(const RungArgs& a) {
+  const Geometry g = make_geometry(a.problem);
+  const FusedWorkspace w(g, a.workspace);
+  launch_avg_pool3d(g, a.in.x, w.pooled, a.stream);
+  conv_exp_partials<true><<<capped_grid(g.rows * parts_per_row(g)), kFusedBlock, 0, a.stream>>>(
+      g, w.pooled, a.in.weight, a.in.bias, g.clamp_hi, a.out, w.partials);
+  CUDA_CHECK_LAUNCH("conv_exp_partials<write>");
+  launch_row_factor(g, w, a.in.scale, a.stream);
+  const int64_t total = g.rows * g.spatial;
+  rescale<<<grid_for(total < (int64_t(1) << 30) ? total : (int64_t(1) << 30), 256, "rescale"), 256, 0, a.stream>>>(
+      g, w.factor, a.out);
+  CUDA_CHECK_LAUNCH("rescale");
+}
+
+}  // namespace
+
+const Rung& rung_05() {
+  static const Rung r{"05", "fused_rescale", "epilogue clamps, exps and sums; write once, then rescale", nullptr,
+                      workspace, run, shift_unsupported};
+  return r;
+}
+
+}  // namespace ladder::p38

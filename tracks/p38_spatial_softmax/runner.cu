@@ -1,0 +1,363 @@
+#include "runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "cuda_check.hpp"
+#include "cuda_context.hpp"
+#include "device.hpp"
+#include "provenance_report.hpp"
+#include "rows.hpp"
+#include "streaming_read.cuh"
+
+namespace ladder::p38 {
+
+namespace {
+
+/// The inputs on the device.
+struct DeviceCopy {
+  DeviceBuffer<float> x, weight, bias, scale;
+  DeviceCopy(const Inputs& in)
+      : x(in.x.size(), "x"), weight(in.weight.size(), "weight"), bias(in.bias.size(), "bias"),
+        scale(in.scale.size(), "scale") {
+    CUDA_CHECK(cudaMemcpy(x.get(), in.x.data(), x.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(weight.get(), in.weight.data(), weight.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(bias.get(), in.bias.data(), bias.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(scale.get(), in.scale.data(), scale.bytes(), cudaMemcpyHostToDevice));
+  }
+  DeviceInputs view() const { return {x.get(), weight.get(), bias.get(), scale.get()}; }
+  double bytes() const { return double(x.bytes() + weight.bytes() + bias.bytes() + scale.bytes()); }
+};
+
+void require_supported(const Rung& rung, const Problem38& p) {
+  const std::string why = rung.why_unsupported(p);
+  if (!why.empty()) throw std::invalid_argument("rung " + rung.label() + " cannot run " + p.describe() + ": " + why);
+}
+
+/// Every element of the output set to NaN (all bits set), so that an element a rung leaves
+/// unwritten fails the check.
+void poison(float* out, size_t count, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(out, 0xff, count * sizeof(float), stream));
+}
+
+/// Times `enqueue` with CUDA events: warm-up runs, then for each rep an optional L2 flush and
+/// `before`, both outside the timed region.
+template <typename F, typename B>
+Spread time_gpu(F enqueue, B before, int warmup, int reps, const L2Flush* flush, cudaStream_t stream) {
+  for (int i = 0; i < warmup; ++i) {
+    before();
+    enqueue();
+  }
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  try {
+    for (int i = 0; i < reps; ++i) {
+      if (flush) (*flush)(stream);
+      before();
+      CUDA_CHECK(cudaEventRecord(start, stream));
+      enqueue();
+      CUDA_CHECK(cudaEventRecord(stop, stream));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms.push_back(t);
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  return spread_of(ms);
+}
+
+void merge_into(Agreement& total, const Agreement& part, int64_t base) {
+  total.count += part.count;
+  total.failures += part.failures;
+  total.nan_count += part.nan_count;
+  total.max_abs = std::max(total.max_abs, part.max_abs);
+  if (part.worst_index >= 0 && (total.worst_index < 0 || part.worst_ratio > total.worst_ratio)) {
+    total.worst_ratio = part.worst_ratio;
+    total.worst_index = base + part.worst_index;
+  }
+}
+
+double max_rel_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) != std::isnan(b[i])) return INFINITY;
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+    mag = std::max(mag, double(std::fabs(b[i])));
+  }
+  return mag > 0 ? diff / mag : diff;
+}
+
+}  // namespace
+
+Agreement check_rows(const Problem38& p, const Inputs& in, const std::vector<float>& out,
+                     const std::vector<int64_t>& rows) {
+  const int64_t S = p.spatial();
+  if (int64_t(out.size()) != p.out_elems())
+    throw std::invalid_argument("check_rows: the output has " + std::to_string(out.size()) + " elements, " +
+                                p.describe() + " has " + std::to_string(p.out_elems()));
+  Agreement total;
+  const bool every_row = int64_t(rows.size()) == p.batch * p.out_channels;
+  if (every_row) {  // one oracle over the whole problem pools each sample once
+    const Reference ref = reference(p, in);
+    return compare(out, ref.out, output_tolerance(p, ref));
+  }
+  for (int64_t row : rows) {
+    const RowCase rc = row_case(p, in, row / p.out_channels, row % p.out_channels);
+    const Reference ref = reference(rc.problem, rc.inputs);
+    const std::vector<float> mine(out.begin() + row * S, out.begin() + (row + 1) * S);
+    merge_into(total, compare(mine, ref.out, output_tolerance(rc.problem, ref)), row * S);
+  }
+  return total;
+}
+
+std::vector<float> run_rung_once(const Rung& rung, const Problem38& p, const Inputs& in) {
+  if (!rung.is_gpu()) return rung.run_cpu(p, in);
+  require_supported(rung, p);
+  const DeviceCopy dev(in);
+  DeviceBuffer<float> out(size_t(p.out_elems()), "output");
+  DeviceBuffer<unsigned char> ws(std::max<size_t>(rung.workspace_bytes(p), 1), "workspace of rung " + rung.label());
+  cudaStream_t stream = nullptr;
+  poison(out.get(), out.size(), stream);
+  rung.run_gpu({p, dev.view(), out.get(), ws.get(), stream});
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> host(out.size());
+  CUDA_CHECK(cudaMemcpy(host.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+double TrackReport::compute_floor_ms() const {
+  return fp32_peak_tflops > 0 ? 2.0 * problem.conv_macs() / (fp32_peak_tflops * 1e12) * 1e3 : 0.0;
+}
+
+bool TrackReport::all_passed() const {
+  for (const RungResult& r : rungs)
+    if (r.failed || (r.ran && !r.vs_oracle.pass())) return false;
+  return true;
+}
+
+TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
+  p.validate();
+  std::vector<const Rung*> chosen;
+  if (opt.rung_ids.empty()) chosen = rungs();
+  for (const std::string& id : opt.rung_ids) chosen.push_back(&find_rung(id));
+  TrackReport report;
+  report.problem = p;
+  report.provenance = collect_provenance(nvcc_version());
+  report.warmup = opt.warmup;
+  report.reps = opt.reps;
+  report.flush_l2 = opt.flush_l2;
+  auto say = [&](const std::string& s) {
+    if (opt.progress) std::cerr << "[p38] " << s << std::endl;
+  };
+  say("inputs for " + p.describe());
+  const Inputs in = make_inputs(p);
+  const std::vector<int64_t> rows = rows_to_check(p, opt.full_check_elems, opt.sample_rows);
+
+  const bool gpu = cuda_device_available(&report.gpu_skip_reason);
+  std::unique_ptr<DeviceCopy> dev;
+  std::unique_ptr<DeviceBuffer<float>> out;
+  std::unique_ptr<L2Flush> flush;
+  cudaStream_t stream = nullptr;
+  if (gpu) {
+    report.device = device_description();
+    report.fp32_peak_tflops = fp32_peak_tflops();
+    dev = std::make_unique<DeviceCopy>(in);
+    out = std::make_unique<DeviceBuffer<float>>(size_t(p.out_elems()), "output");
+    if (opt.flush_l2) flush = std::make_unique<L2Flush>();
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    DeviceBuffer<float> sink(1, "sink");
+    const StreamingReadLaunch read = plan_streaming_read(p.x_elems());
+    report.read_x_ms = time_gpu([&] { read(dev->x.get(), p.x_elems(), sink.get(), stream); }, [] {}, opt.warmup,
+                                opt.reps, flush.get(), stream).median;
+    report.write_out_ms = time_gpu([&] { CUDA_CHECK(cudaMemsetAsync(out->get(), 0, out->bytes(), stream)); }, [] {},
+                                   opt.warmup, opt.reps, flush.get(), stream).median;
+    say("floors: read x " + std::to_string(report.read_x_ms) + " ms, write the output " +
+        std::to_string(report.write_out_ms) + " ms");
+  }
+
+  std::vector<float> previous, host;
+  std::string previous_id;
+  for (const Rung* rung : chosen) {
+    RungResult r;
+    r.id = rung->id, r.name = rung->name, r.idea = rung->idea, r.gpu = rung->is_gpu();
+    r.deterministic = rung->deterministic, r.conv_passes = rung->conv_passes;
+    const std::string why = rung->why_unsupported(p);
+    if (!why.empty()) {
+      r.note = "skipped: " + why;
+    } else if (!r.gpu && p.conv_macs() > opt.cpu_max_macs && !opt.force_cpu) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "skipped: %.3g multiply-adds exceed --cpu-max-macs %.3g (--force-cpu runs it)",
+                    p.conv_macs(), opt.cpu_max_macs);
+      r.note = buf;
+    } else if (r.gpu && !gpu) {
+      r.note = "not run: no CUDA device (" + report.gpu_skip_reason + ")";
+    } else {
+      say("rung " + rung->label() + "...");
+      try {
+        if (!r.gpu) {
+          const auto t0 = std::chrono::steady_clock::now();
+          host = rung->run_cpu(p, in);
+          const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          r.ms = {ms, ms, ms};
+        } else {
+          DeviceBuffer<unsigned char> ws(std::max<size_t>(rung->workspace_bytes(p), 1), "workspace of rung " + rung->label());
+          r.device_bytes = dev->bytes() + double(out->bytes()) + double(ws.bytes());
+          r.ms = time_gpu([&] { rung->run_gpu({p, dev->view(), out->get(), ws.get(), stream}); },
+                          [&] { poison(out->get(), out->size(), stream); }, opt.warmup, opt.reps, flush.get(), stream);
+          host.resize(out->size());
+          CUDA_CHECK(cudaMemcpy(host.data(), out->get(), out->bytes(), cudaMemcpyDeviceToHost));
+        }
+        r.ran = true;
+        r.rows_checked = int64_t(rows.size());
+        r.vs_oracle = check_rows(p, in, host, rows);
+        if (!previous.empty()) {
+          r.previous_id = previous_id;
+          r.max_rel_vs_previous = max_rel_difference(host, previous);
+        }
+        previous.swap(host);
+        previous_id = r.id;
+        say("  " + r.vs_oracle.summary());
+      } catch (const std::exception& e) {
+        r.failed = true;
+        r.note = e.what();
+        say("  failed: " + r.note);
+        if (gpu && sticky_cuda_error() != cudaSuccess) {
+          report.rungs.push_back(r);
+          break;  // the context is lost: nothing after this can run
+        }
+      }
+    }
+    report.rungs.push_back(r);
+  }
+  if (stream) cudaStreamDestroy(stream);
+  if (!opt.json_path.empty()) write_json(report, opt.json_path);
+  return report;
+}
+
+std::string format_table(const TrackReport& r) {
+  std::ostringstream o;
+  const Problem38& p = r.problem;
+  const double bytes = double(p.x_elems() + p.out_elems()) * 4.0;
+  o << "problem 38 (AvgPool3d -> ConvTranspose3d -> clamp -> spatial softmax -> x scale)\n"
+    << "problem: " << p.describe() << "\n"
+    << "output:  " << p.out_elems() << " elements (" << format_bytes(double(p.out_elems()) * 4) << "), softmax rows of S = "
+    << p.spatial() << "; convolution " << p.conv_macs() << " multiply-adds\n";
+  if (!r.device.empty()) {
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "device:  %s\nfloors:  memory %.3f ms (read x %.3f + write the output %.3f, %s, measured); "
+                  "compute %.3f ms (the convolution at the FP32 FMA peak, %.1f TFLOP/s)\n",
+                  r.device.c_str(), r.memory_floor_ms(), r.read_x_ms, r.write_out_ms, format_bytes(bytes).c_str(),
+                  r.compute_floor_ms(), r.fp32_peak_tflops);
+    o << buf;
+  } else {
+    o << "device:  none (" << r.gpu_skip_reason << ")\n";
+  }
+  o << describe_provenance(r.provenance);
+  o << "timing:  median of " << r.reps << " after " << r.warmup << " warm-up" << (r.flush_l2 ? ", L2 flushed" : "")
+    << "; check: fp64 oracle, elementwise, derived tolerance\n\n";
+  char line[300];
+  std::snprintf(line, sizeof line, "%-22s %10s %13s %8s %9s %10s %8s %s\n", "rung", "ms", "min-max", "x floor",
+                "TFLOP/s", "GB device", "rows", "oracle (worst/tol)");
+  o << line;
+  const double floor = std::max(r.memory_floor_ms(), r.compute_floor_ms());
+  for (const RungResult& g : r.rungs) {
+    if (!g.ran) {
+      std::snprintf(line, sizeof line, "%-22s %s\n", (g.id + " " + g.name).c_str(), g.note.c_str());
+      o << line;
+      continue;
+    }
+    char range[40];
+    std::snprintf(range, sizeof range, "%.3f-%.3f", g.ms.min, g.ms.max);
+    const double tflops = 2.0 * p.conv_macs() * g.conv_passes / (g.ms.median * 1e-3) / 1e12;
+    std::snprintf(line, sizeof line, "%-22s %10.3f %13s %8.2f %9.1f %10.2f %8lld %s %.3g\n",
+                  (g.id + " " + g.name).c_str(), g.ms.median, g.gpu ? range : "-",
+                  g.gpu && floor > 0 ? g.ms.median / floor : 0.0, tflops, g.device_bytes / 1e9,
+                  (long long)g.rows_checked, g.vs_oracle.pass() ? "PASS" : "FAIL", g.vs_oracle.worst_ratio);
+    o << line;
+  }
+  o << "\nx floor: time over the larger of the memory and compute floors. TFLOP/s: the convolution's flops "
+       "(x2 for a rung that computes it twice) over the whole time. GB device: inputs, output and workspace.\n";
+  return o.str();
+}
+
+void write_json(const TrackReport& r, const std::string& path) {
+  using nlohmann::json;
+  const Problem38& p = r.problem;
+  auto triple = [](const Triple& t) { return json::array({t.d, t.h, t.w}); };
+  json j;
+  j["schema"] = "p38_ladder/1";
+  j["problem"] = {{"batch", p.batch},
+                  {"in_channels", p.in_channels},
+                  {"out_channels", p.out_channels},
+                  {"input_size", triple(p.in_size)},
+                  {"pool_kernel_size", triple(p.pool.kernel_size)},
+                  {"pool_stride", triple(p.pool.effective_stride())},
+                  {"pool_padding", triple(p.pool.padding)},
+                  {"ceil_mode", p.pool.ceil_mode},
+                  {"count_include_pad", p.pool.count_include_pad},
+                  {"kernel_size", triple(p.conv.kernel_size)},
+                  {"stride", triple(p.conv.stride)},
+                  {"padding", triple(p.conv.padding)},
+                  {"output_padding", triple(p.conv.output_padding)},
+                  {"dilation", triple(p.conv.dilation)},
+                  {"groups", p.conv.groups},
+                  {"clamp_min", p.clamp_min},
+                  {"clamp_max", p.clamp_max},
+                  {"distribution", to_string(p.distribution)},
+                  {"seed", p.seed},
+                  {"output_size", triple(p.out_size())},
+                  {"conv_macs", p.conv_macs()},
+                  {"describe", p.describe()}};
+  j["provenance"] = provenance_to_json(r.provenance);
+  j["timing"] = {{"warmup", r.warmup}, {"reps", r.reps}, {"flush_l2", r.flush_l2}, {"statistic", "median"}};
+  j["device"] = r.device;
+  j["floors"] = {{"read_x_ms", r.read_x_ms},
+                 {"write_out_ms", r.write_out_ms},
+                 {"memory_floor_ms", r.memory_floor_ms()},
+                 {"memory_bytes", double(p.x_elems() + p.out_elems()) * 4.0},
+                 {"fp32_peak_tflops", r.fp32_peak_tflops},
+                 {"compute_floor_ms", r.compute_floor_ms()}};
+  json rungs = json::array();
+  for (const RungResult& g : r.rungs) {
+    json e = {{"id", g.id},         {"name", g.name},       {"idea", g.idea},
+              {"gpu", g.gpu},       {"ran", g.ran},         {"failed", g.failed},
+              {"note", g.note},     {"deterministic", g.deterministic},
+              {"conv_passes", g.conv_passes}};
+    if (g.ran) {
+      e["ms"] = g.ms.median;
+      e["ms_min"] = g.ms.min;
+      e["ms_max"] = g.ms.max;
+      e["device_bytes"] = g.device_bytes;
+      e["rows_checked"] = g.rows_checked;
+      e["vs_oracle"] = {{"pass", g.vs_oracle.pass()},        {"worst_ratio", g.vs_oracle.worst_ratio},
+                        {"max_abs", g.vs_oracle.max_abs},    {"failures", g.vs_oracle.failures},
+                        {"nan_count", g.vs_oracle.nan_count}, {"count", g.vs_oracle.count}};
+      if (!g.previous_id.empty()) e["vs_previous"] = {{"id", g.previous_id}, {"max_rel", g.max_rel_vs_previous}};
+    }
+    rungs.push_back(e);
+  }
+  j["rungs"] = rungs;
+  j["all_passed"] = r.all_passed();
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write " + path);
+  f << j.dump(2) << "\n";
+  if (!f) throw std::runtime_error("error writing " + path);
+}
+
+}  // namespace ladder::p38
