@@ -22,6 +22,14 @@ struct DeviceInputs {
   const float* scale = nullptr;   ///< (out_channels): the (1, out_channels, 1, 1, 1) parameter
 };
 
+/// Receives the phases a rung marks: begin(name) before the phase's first launch. The runner
+/// records a CUDA event there and times each phase to the next mark (or the end).
+class PhaseMarks {
+ public:
+  virtual ~PhaseMarks() = default;
+  virtual void begin(const char* phase) = 0;
+};
+
 /// What a GPU rung's run function gets. `out` is (batch, out_channels, out_size()), poisoned with
 /// NaN by the caller: the rung must write every element. The workspace has workspace_bytes(p)
 /// bytes, 256-byte aligned, and may hold anything. run_gpu only enqueues work on `stream`.
@@ -31,6 +39,11 @@ struct RungArgs {
   float* out;
   void* workspace;
   cudaStream_t stream;
+  PhaseMarks* marks = nullptr;  ///< may be null (tests, bindings)
+  /// Rungs 01-04 mark "conv" (pool, convolution, clamp) and "softmax"; fused rungs one "fused".
+  void mark(const char* phase) const {
+    if (marks) marks->begin(phase);
+  }
 };
 
 struct Rung {

@@ -48,9 +48,10 @@ void poison(float* out, size_t count, cudaStream_t stream) {
 }
 
 /// Times `enqueue` with CUDA events: warm-up runs, then for each rep an optional L2 flush and
-/// `before`, both outside the timed region.
-template <typename F, typename B>
-Spread time_gpu(F enqueue, B before, int warmup, int reps, const L2Flush* flush, cudaStream_t stream) {
+/// `before`, both outside the timed region; `after_rep` runs once the repetition has finished.
+template <typename F, typename B, typename A = void (*)()>
+Spread time_gpu(F enqueue, B before, int warmup, int reps, const L2Flush* flush, cudaStream_t stream,
+                A after_rep = [] {}) {
   for (int i = 0; i < warmup; ++i) {
     before();
     enqueue();
@@ -70,6 +71,7 @@ Spread time_gpu(F enqueue, B before, int warmup, int reps, const L2Flush* flush,
       float t = 0;
       CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
       ms.push_back(t);
+      after_rep();
     }
   } catch (...) {
     cudaEventDestroy(start);
@@ -79,6 +81,67 @@ Spread time_gpu(F enqueue, B before, int warmup, int reps, const L2Flush* flush,
   CUDA_CHECK(cudaEventDestroy(start));
   CUDA_CHECK(cudaEventDestroy(stop));
   return spread_of(ms);
+}
+
+/// Records a CUDA event at every mark; events are created once and reused by later repetitions.
+class EventMarks : public PhaseMarks {
+ public:
+  explicit EventMarks(cudaStream_t stream) : stream_(stream) {}
+  ~EventMarks() override {
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+  }
+  void begin(const char* phase) override {
+    if (marks_.size() == pool_.size()) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      pool_.push_back(e);
+    }
+    CUDA_CHECK(cudaEventRecord(pool_[marks_.size()], stream_));
+    marks_.emplace_back(phase, pool_[marks_.size()]);
+  }
+  void reset() { marks_.clear(); }
+  const std::vector<std::pair<std::string, cudaEvent_t>>& marks() const { return marks_; }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> pool_;
+  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+};
+
+/// Times a GPU rung as time_gpu does (poisoned output, L2 flushed, outside the timed region),
+/// and each phase it marks: from its mark to the next mark, the last to the end of the run.
+Spread time_rung(const Rung& rung, const RungArgs& args, int warmup, int reps, const L2Flush* flush,
+                 std::vector<std::pair<std::string, double>>& phase_ms) {
+  const size_t count = size_t(args.problem.out_elems());
+  EventMarks marks(args.stream);
+  RungArgs timed = args;
+  timed.marks = &marks;
+  std::vector<std::pair<std::string, std::vector<double>>> phases;
+  auto after = [&](cudaEvent_t stop) {
+    const auto& m = marks.marks();
+    for (size_t i = 0; i < m.size(); ++i) {
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, m[i].second, i + 1 < m.size() ? m[i + 1].second : stop));
+      if (phases.size() <= i) phases.emplace_back(m[i].first, std::vector<double>{});
+      phases[i].second.push_back(t);
+    }
+    marks.reset();
+  };
+  cudaEvent_t stop_event = nullptr;
+  CUDA_CHECK(cudaEventCreate(&stop_event));
+  Spread total;
+  try {
+    total = time_gpu([&] { rung.run_gpu(timed); CUDA_CHECK(cudaEventRecord(stop_event, args.stream)); },
+                     [&] { poison(args.out, count, args.stream); marks.reset(); }, warmup, reps, flush, args.stream,
+                     [&] { after(stop_event); });
+  } catch (...) {
+    cudaEventDestroy(stop_event);
+    throw;
+  }
+  CUDA_CHECK(cudaEventDestroy(stop_event));
+  phase_ms.clear();
+  for (auto& [name, v] : phases) phase_ms.emplace_back(name, spread_of(v).median);
+  return total;
 }
 
 void merge_into(Agreement& total, const Agreement& part, int64_t base) {
@@ -205,7 +268,7 @@ TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
                     p.conv_macs(), opt.cpu_max_macs);
       r.note = buf;
     } else if (r.gpu && !gpu) {
-      r.note = "not run: no CUDA device (" + report.gpu_skip_reason + ")";
+      r.note = "not run: no CUDA device";
     } else {
       say("rung " + rung->label() + "...");
       try {
@@ -217,8 +280,8 @@ TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
         } else {
           DeviceBuffer<unsigned char> ws(std::max<size_t>(rung->workspace_bytes(p), 1), "workspace of rung " + rung->label());
           r.device_bytes = dev->bytes() + double(out->bytes()) + double(ws.bytes());
-          r.ms = time_gpu([&] { rung->run_gpu({p, dev->view(), out->get(), ws.get(), stream}); },
-                          [&] { poison(out->get(), out->size(), stream); }, opt.warmup, opt.reps, flush.get(), stream);
+          r.ms = time_rung(*rung, {p, dev->view(), out->get(), ws.get(), stream}, opt.warmup, opt.reps, flush.get(),
+                           r.phase_ms);
           host.resize(out->size());
           CUDA_CHECK(cudaMemcpy(host.data(), out->get(), out->bytes(), cudaMemcpyDeviceToHost));
         }
@@ -272,8 +335,8 @@ std::string format_table(const TrackReport& r) {
   o << "timing:  median of " << r.reps << " after " << r.warmup << " warm-up" << (r.flush_l2 ? ", L2 flushed" : "")
     << "; check: fp64 oracle, elementwise, derived tolerance\n\n";
   char line[300];
-  std::snprintf(line, sizeof line, "%-22s %10s %13s %8s %9s %10s %8s %s\n", "rung", "ms", "min-max", "x floor",
-                "TFLOP/s", "GB device", "rows", "oracle (worst/tol)");
+  std::snprintf(line, sizeof line, "%-22s %10s %13s %11s %8s %9s %10s %6s %s\n", "rung", "ms", "min-max", "softmax ms",
+                "x floor", "TFLOP/s", "GB device", "rows", "oracle (worst/tol)");
   o << line;
   const double floor = std::max(r.memory_floor_ms(), r.compute_floor_ms());
   for (const RungResult& g : r.rungs) {
@@ -285,13 +348,19 @@ std::string format_table(const TrackReport& r) {
     char range[40];
     std::snprintf(range, sizeof range, "%.3f-%.3f", g.ms.min, g.ms.max);
     const double tflops = 2.0 * p.conv_macs() * g.conv_passes / (g.ms.median * 1e-3) / 1e12;
-    std::snprintf(line, sizeof line, "%-22s %10.3f %13s %8.2f %9.1f %10.2f %8lld %s %.3g\n",
-                  (g.id + " " + g.name).c_str(), g.ms.median, g.gpu ? range : "-",
-                  g.gpu && floor > 0 ? g.ms.median / floor : 0.0, tflops, g.device_bytes / 1e9,
+    char ratio[24] = "-", bytes_gb[24] = "-";
+    if (g.gpu && floor > 0) std::snprintf(ratio, sizeof ratio, "%.2f", g.ms.median / floor);
+    if (g.gpu) std::snprintf(bytes_gb, sizeof bytes_gb, "%.2f", g.device_bytes / 1e9);
+    char softmax[24] = "-";
+    for (const auto& [name, ms] : g.phase_ms)
+      if (name == "softmax") std::snprintf(softmax, sizeof softmax, "%.3f", ms);
+    std::snprintf(line, sizeof line, "%-22s %10.3f %13s %11s %8s %9.1f %10s %6lld %s %.3g\n",
+                  (g.id + " " + g.name).c_str(), g.ms.median, g.gpu ? range : "-", softmax, ratio, tflops, bytes_gb,
                   (long long)g.rows_checked, g.vs_oracle.pass() ? "PASS" : "FAIL", g.vs_oracle.worst_ratio);
     o << line;
   }
-  o << "\nx floor: time over the larger of the memory and compute floors. TFLOP/s: the convolution's flops "
+  o << "\nsoftmax ms: rungs 01-04 time the softmax apart from the pool and convolution before it (CUDA events"
+       " between phases); fused rungs have no separate softmax.\nx floor: time over the larger of the memory and compute floors. TFLOP/s: the convolution's flops "
        "(x2 for a rung that computes it twice) over the whole time. GB device: inputs, output and workspace.\n";
   return o.str();
 }
@@ -344,6 +413,9 @@ void write_json(const TrackReport& r, const std::string& path) {
       e["ms_min"] = g.ms.min;
       e["ms_max"] = g.ms.max;
       e["device_bytes"] = g.device_bytes;
+      json phases = json::object();
+      for (const auto& [name, ms] : g.phase_ms) phases[name] = ms;
+      e["phase_ms"] = phases;
       e["rows_checked"] = g.rows_checked;
       e["vs_oracle"] = {{"pass", g.vs_oracle.pass()},        {"worst_ratio", g.vs_oracle.worst_ratio},
                         {"max_abs", g.vs_oracle.max_abs},    {"failures", g.vs_oracle.failures},

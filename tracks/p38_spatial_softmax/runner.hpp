@@ -35,6 +35,8 @@ struct RungResult {
   int conv_passes = 1;
   std::string note;  ///< why it was skipped, or the error that stopped it
   Spread ms;         ///< min, median, max over the timed repetitions (a CPU rung: one run)
+  /// Median time of each phase the rung marked (RungArgs::mark), in the order marked.
+  std::vector<std::pair<std::string, double>> phase_ms;
   double device_bytes = 0;  ///< inputs + output + workspace on the GPU
   Agreement vs_oracle;      ///< over the checked rows
   int64_t rows_checked = 0;

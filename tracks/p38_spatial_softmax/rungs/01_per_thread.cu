@@ -28,7 +28,9 @@ size_t workspace(const Problem38& p) { return pooled_bytes(make_geometry(p)); }
 
 void run(const RungArgs& a) {
   const Geometry g = make_geometry(a.problem);
+  a.mark("conv");
   launch_pool_conv_clamp(g, a.in.x, a.in.weight, a.in.bias, static_cast<float*>(a.workspace), a.out, a.stream);
+  a.mark("softmax");
   softmax_thread_per_row<<<grid_for(g.rows, 128, "softmax_thread_per_row"), 128, 0, a.stream>>>(g, a.in.scale, a.out);
   CUDA_CHECK_LAUNCH("softmax_thread_per_row");
 }

@@ -61,7 +61,9 @@ void run(const RungArgs& a) {
   float* pooled = reinterpret_cast<float*>(ws);
   int* row_max = reinterpret_cast<int*>(ws + pooled_bytes(g));
   float* row_sum = reinterpret_cast<float*>(ws + pooled_bytes(g) + aligned_bytes(size_t(g.rows) * 4));
+  a.mark("conv");
   launch_pool_conv_clamp(g, a.in.x, a.in.weight, a.in.bias, pooled, a.out, a.stream);
+  a.mark("softmax");
   init_rows<<<grid_for(g.rows, 256, "init_rows"), 256, 0, a.stream>>>(g.rows, row_max, row_sum);
   CUDA_CHECK_LAUNCH("init_rows");
   const int64_t total = g.rows * g.spatial;

@@ -25,6 +25,7 @@ size_t workspace(const Problem38& p) { return FusedWorkspace::bytes(make_geometr
 void run(const RungArgs& a) {
   const Geometry g = make_geometry(a.problem);
   const FusedWorkspace w(g, a.workspace);
+  a.mark("fused");
   launch_avg_pool3d(g, a.in.x, w.pooled, a.stream);
   conv_exp_partials<false><<<capped_grid(g.rows * parts_per_row(g)), kFusedBlock, 0, a.stream>>>(
       g, w.pooled, a.in.weight, a.in.bias, g.clamp_hi, nullptr, w.partials);
