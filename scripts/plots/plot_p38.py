@@ -4,7 +4,7 @@ floor of the same run as horizontal lines, and each bar labelled with its time a
 the larger floor.
 
     python3 scripts/plots/plot_p38.py [--results FILE] [--out FILE]
-    # default: results/p38_ladder_h200.json -> docs/img/p38_time_h200.png
+    # default: results/p38/ladder_h200.json -> docs/img/p38_time_h200.png
 
 Input: the JSON that `build/p38_ladder --json FILE` writes (tracks/p38_spatial_softmax/runner.cu).
 """
@@ -68,7 +68,7 @@ def draw(results: dict, out: Path) -> Path:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", type=Path, default=ROOT / "results" / "p38_ladder_h200.json")
+    ap.add_argument("--results", type=Path, default=ROOT / "results" / "p38" / "ladder_h200.json")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "p38_time_h200.png")
     args = ap.parse_args(argv)
     try:
