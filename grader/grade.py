@@ -15,6 +15,8 @@ the submission) over it, builds the rungs, and per rung runs
   performance  the rung, the reference solution (official runs) and the streaming-read floor timed
              interleaved in one process on fresh inputs (grader/grade_timing.cu).
 Without a GPU the build and static checks still run; the report says what was skipped and why.
+A second track's rungs (TRACK-NN, e.g. p38-03) are graded with the same parts by grader/track.py,
+through the track's program.
 """
 import argparse
 import datetime
@@ -29,6 +31,7 @@ import handout
 import problems
 import reports
 import runs
+import track
 
 ROOT = None  # set by add_parser
 
@@ -39,7 +42,8 @@ def add_parser(sub, root):
     g = sub.add_parser("grade", help="grade a submission rung by rung", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     g.add_argument("--submission", default=root, help="the student's repository (default: this tree)")
-    g.add_argument("--rungs", default="", help="comma-separated rungs (default: the submission's assignment.json)")
+    g.add_argument("--rungs", default="",
+                   help="comma-separated rungs, 03,04 or p38-03,p38-04 (default: the submission's assignment.json)")
     g.add_argument("--work", default="", help="work folder (default: build-grade/ in this tree)")
     g.add_argument("--out", default="", help="folder for results.json, junit.xml, report.txt (default: WORK)")
     g.add_argument("--secret-file", default="", help="the official secret (else $LADDER_GRADER_SECRET; none locally)")
@@ -108,10 +112,11 @@ def prepare_tree(args, work, declared):
     return tree, missing
 
 
-def build(args, tree, build_dir, rungs, folders, reference):
+def build(args, tree, build_dir, rungs, folders, reference, track_rungs=(), declared=None, config=None):
     """Configures and builds the rungs' programs; returns {rung: (built, log tail, compiled)}:
     compiled, the stage's objects compiled (the integrity check reads them even when the programs
-    do not link); built, its programs linked as well."""
+    do not link); built, its programs linked as well. track_rungs: a track's rungs, built by
+    track.build (declared: {rung: its files}; config: rungs.json)."""
     cmake = ["cmake", "-S", tree, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
              "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
     if reference:
@@ -121,7 +126,7 @@ def build(args, tree, build_dir, rungs, folders, reference):
     p = subprocess.run(cmake, capture_output=True, text=True)
     if p.returncode != 0:
         tail = (p.stdout + p.stderr).strip()[-3000:]
-        return {r: (False, "the build could not be configured:\n" + tail, False) for r in rungs}
+        return {r: (False, "the build could not be configured:\n" + tail, False) for r in [*rungs, *track_rungs]}
 
     def make(targets):
         p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", *targets],
@@ -139,6 +144,9 @@ def build(args, tree, build_dir, rungs, folders, reference):
         compiled, compile_log = make([f"stage_{r}"])
         built, build_log = make([f"stage_{folders[r]}", f"grade_timing_{r}"]) if compiled else (False, compile_log)
         out[r] = (built, build_log, compiled)
+    if track_rungs:
+        log(f"building rungs {', '.join(track_rungs)}")
+        out.update(track.build(ROOT, tree, build_dir, track_rungs, declared, config, make))
     return out
 
 
@@ -314,9 +322,18 @@ def grade(args):
     hidden_file = os.path.join(ROOT, "grader", "hidden", "hidden.problems")
     official = bool(secret) and os.path.exists(hidden_file)
     rungs = choose_rungs(args, official)
+    stage_rungs = [r for r in rungs if not handout.is_track_rung(r)]
+    track_rungs = [r for r in rungs if handout.is_track_rung(r)]
+    tracks = {config["tracks"][t]["program"]: config["tracks"][t]
+              for t in sorted({r.split("-")[0] for r in track_rungs}) if t in config.get("tracks", {})}
+    if track_rungs:  # official: every graded ladder has its hidden problems here
+        official = bool(secret) and (os.path.exists(hidden_file) or not stage_rungs) and all(
+            os.path.exists(os.path.join(ROOT, t["hidden"])) for t in tracks.values())
     folders = handout.stage_folders(ROOT)
     _ship, _stubbed, declared = handout.plan(ROOT, rungs) if not is_handout(ROOT) else (None, None, _handout_declared())
     declared = {r: declared.get(r, []) for r in rungs}
+    for r in track_rungs:
+        track.settings(config, r)  # a track without a rungs.json entry: say so before building
     work = os.path.abspath(args.work or os.path.join(ROOT, "build-grade"))
     out_dir = os.path.abspath(args.out or work)
     os.makedirs(work, exist_ok=True)
@@ -326,21 +343,35 @@ def grade(args):
         f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'})")
     tree, missing = prepare_tree(args, work, declared)
     build_dir = os.path.join(work, "build")
-    built = build(args, tree, build_dir, rungs, folders, reference)
+    built = build(args, tree, build_dir, stage_rungs, folders, reference, track_rungs, declared, config)
     ctx = {"config": config, "tree": tree, "build": build_dir, "built": built, "missing": missing,
            "public": problems.load(os.path.join(ROOT, "grader", "public.problems")),
-           "hidden": problems.load(hidden_file if official else os.path.join(ROOT, "grader", "practice.problems")),
+           "hidden": problems.load(hidden_file if official and stage_rungs else
+                                   os.path.join(ROOT, "grader", "practice.problems")),
            "hidden_source": "hidden shapes" if official else "practice shapes", "secret": secret if official else "",
-           "gpu": False, "gpu_why": "--skip-gpu" if args.skip_gpu else ""}
+           "gpu": False, "gpu_why": "--skip-gpu" if args.skip_gpu else "",
+           "root": ROOT, "work": work, "reference": reference,
+           "track_public": {p: problems.load(os.path.join(ROOT, t["public"])) for p, t in tracks.items()},
+           "track_hidden": {p: problems.load(os.path.join(ROOT, t["hidden"] if official else t["practice"]))
+                            for p, t in tracks.items()},
+           "track_gpu": {p: (False, "--skip-gpu" if args.skip_gpu else "") for p in tracks}}
     if not args.skip_gpu:
-        first = next((r for r in rungs if built[r][0]), None)
+        first = next((r for r in stage_rungs if built[r][0]), None)
         if first is None:
             ctx["gpu_why"] = "nothing compiled"
         else:
             ctx["gpu"], ctx["gpu_why"] = runs.gpu_available(runs.stage_program(build_dir, folders[first]), first)
+        for prog, t in tracks.items():
+            first = next((r for r in track_rungs if built[r][0] and track.settings(config, r)[0] is t), None)
+            ctx["track_gpu"][prog] = (track.gpu_available(track.program(build_dir, t), track.settings(config, first)[1],
+                                                          t["probe"]) if first else (False, "nothing compiled"))
     parts = []
     for r in rungs:
-        parts.extend(grade_rung(args, r, folders[r], ctx))
+        parts.extend(track.grade_rung(args, r, ctx, sys.modules[__name__]) if handout.is_track_rung(r)
+                     else grade_rung(args, r, folders[r], ctx))
+    if track_rungs and not stage_rungs:  # the report's GPU line: the track's program said
+        ctx["gpu"] = any(g for g, _ in ctx["track_gpu"].values())
+        ctx["gpu_why"] = next((w for g, w in ctx["track_gpu"].values() if not g), "")
     meta = {"rungs": rungs, "official": official, "gpu": ctx["gpu"], "gpu_why": ctx["gpu_why"],
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "reference": bool(reference), "reveal": args.reveal}

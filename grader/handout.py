@@ -5,6 +5,11 @@ What ships is an allow-list (SHIP): the build, common/, ladder/, the public test
 public half, the chapters and docs without the answers, and the stage folders up to the last
 chosen rung. Solutions of the chosen rungs become stubs (grader/markers.py); instructor regions,
 hidden tests, the secret seed, the grader's fixtures and the mutants never ship.
+
+A second track (tracks/TRACK_name/, its rungs in rungs/NN_name.cu) is handed out by rungs named
+TRACK-NN (p38-03). Such a handout ships the whole track folder (its registry lists every rung)
+and, of the main ladder, only the stages the build needs (TRACK_HANDOUT_STAGES); stage
+handouts leave tracks/ out. One handout holds one ladder: stage rungs or one track's rungs.
 """
 import datetime
 import fnmatch
@@ -36,8 +41,15 @@ SHIP = [
 FORBIDDEN = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*", "docs/answers.md", "docs/teaching.md",
              "cmake/Mutants.cmake", "cmake/MutantApply.cmake", "results/*", "profiles/*"]
 STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
+TRACK_DIR = re.compile(r"^([a-z][a-z0-9]*)_[A-Za-z0-9_]+$")          # tracks/p38_spatial_softmax: track p38
+TRACK_RUNG_FILE = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)\.(?:cu|cpp)$")  # its rungs/03_block_tree.cu: p38-03
+RUNG_ID = re.compile(r"^(?:([a-z][a-z0-9]*)-)?(\d\d)$")               # 03 (a stage) or p38-03 (a track's rung)
+# The stages a track handout ships, complete: the build needs stage 00 (the CPU tests link it) and
+# a GPU stage (the sticky-error test runs the last stage).
+TRACK_HANDOUT_STAGES = "01"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:lib/)?([A-Za-z0-9_.]+)"', re.M)
 README_TEMPLATE = "grader/student_README.md"
+TRACK_README_TEMPLATE = "grader/student_README_track.md"
 MANIFEST = "assignment.json"
 # A solution line shorter than this (without spaces) is too common to call a leak (`}`, `return v;`).
 MIN_LEAK_CHARS = 20
@@ -71,11 +83,46 @@ def stage_folders(root):
     return out
 
 
+def track_folders(root):
+    """{track: folder name} of the tracks under root/tracks (a folder TRACK_name with rungs/)."""
+    base, out = os.path.join(root, "tracks"), {}
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else ():
+        m = TRACK_DIR.match(name)
+        if m and os.path.isdir(os.path.join(base, name, "rungs")):
+            out[m.group(1)] = name
+    return out
+
+
+def track_rungs(root):
+    """{"TRACK-NN": path of the rung's file} for every rung file of every track under root."""
+    out = {}
+    for track, folder in track_folders(root).items():
+        for name in sorted(os.listdir(os.path.join(root, "tracks", folder, "rungs"))):
+            if (m := TRACK_RUNG_FILE.match(name)):
+                out[f"{track}-{m.group(1)}"] = f"tracks/{folder}/rungs/{name}"
+    return out
+
+
+def is_track_rung(rung):
+    return "-" in rung
+
+
+def rung_name(root, rung):
+    """The rung's name without its number: shared_tree (stage 03), block_tree (p38-03)."""
+    if is_track_rung(rung):
+        return TRACK_RUNG_FILE.match(os.path.basename(track_rungs(root)[rung])).group(2)
+    return stage_folders(root)[rung].split("_", 1)[1]
+
+
 def default_owner(path):
-    """The rung a file's regions belong to by default: its stage folder's number, else None."""
+    """The rung a file's regions belong to by default: its stage folder's number, a track rung's
+    TRACK-NN for its rung file (tracks/p38_x/rungs/03_y.cu: p38-03), else None."""
     parts = path.split("/")
     if len(parts) >= 3 and parts[0] == "stages" and (m := STAGE_DIR.match(parts[1])):
         return m.group(1)
+    if len(parts) == 4 and parts[0] == "tracks" and parts[2] == "rungs" and (t := TRACK_DIR.match(parts[1])) \
+            and (m := TRACK_RUNG_FILE.match(parts[3])):
+        return f"{t.group(1)}-{m.group(1)}"
     return None
 
 
@@ -112,7 +159,7 @@ def owners_in(root, paths):
     """{path: set of rungs owning a solution region in it} for the parsed files among paths."""
     out = {}
     for path in paths:
-        if path.endswith((".cu", ".cuh", ".cpp", ".hpp", ".md")) and path.startswith("stages/"):
+        if path.endswith((".cu", ".cuh", ".cpp", ".hpp", ".md")) and path.startswith(("stages/", "tracks/")):
             owners = set().union(*(r.owners for r in parse_file(root, path).regions()))
             if owners:
                 out[path] = owners
@@ -121,28 +168,47 @@ def owners_in(root, paths):
 
 def plan(root, rungs, stub_needed=False):
     """What a handout of `rungs` holds: (files to ship, the rungs whose regions are stubbed,
-    {rung: the files it declares}). Raises HandoutError for an unknown rung or one without regions."""
+    {rung: the files it declares}). Raises HandoutError for an unknown rung, one without regions,
+    or stage rungs and track rungs (or two tracks' rungs) in one handout."""
     folders = stage_folders(root)
-    for r in rungs:
+    stage_ids = [r for r in rungs if not is_track_rung(r)]
+    track_ids = [r for r in rungs if is_track_rung(r)]
+    tracks = sorted({r.split("-")[0] for r in track_ids})
+    if stage_ids and track_ids or len(tracks) > 1:
+        raise HandoutError("one handout holds one ladder: hand out the stages' rungs (03,04) and each track's "
+                           f"rungs (p38-03,p38-04) apart, got {','.join(rungs)}")
+    for r in stage_ids:
         if r not in folders:
             raise HandoutError(f"no rung {r}: the rungs are {', '.join(folders)}")
-    last = max(rungs)
+    known = track_rungs(root)
+    for r in track_ids:
+        if r not in known:
+            mine = [k for k in known if k.startswith(r.split("-")[0] + "-")]
+            raise HandoutError(f"no rung {r}: " + (f"the track's rungs are {', '.join(mine)}" if mine else
+                               f"no track {r.split('-')[0]} (tracks: {', '.join(track_folders(root)) or 'none'})"))
+    last = max(stage_ids) if stage_ids else TRACK_HANDOUT_STAGES
     files = repo_files(root)
     shipped_stage_files = [f for f in files if f.split("/")[0] == "stages" and len(f.split("/")) == 3
                            and f.split("/")[1] in {folders[i] for i in folders if i <= last}]
     sources = [f for f in shipped_stage_files if f.endswith((".cu", ".cpp"))]
     libs = lib_closure(root, sources) + ["stages/lib/README.md"]
-    ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs
+    track_files = [f for t in tracks for f in files if f.startswith(f"tracks/{track_folders(root)[t]}/")]
+    if tracks:  # the track's public problem lists (grader/rungs.json names them)
+        with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
+            listed = json.load(f).get("tracks", {})
+        track_files += [listed[t][k] for t in tracks if t in listed for k in ("public", "practice")]
+    ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs + track_files
     ship = sorted(set(f for f in ship if not forbidden(f)))
     owners = owners_in(root, ship)
     stubbed = set(rungs)
-    if stub_needed:  # the earlier rungs whose code the chosen rungs' sources reach through lib/
-        chosen_sources = [f for f in sources if default_owner(f) in rungs]
+    if stub_needed and stage_ids:  # the earlier rungs whose code the chosen rungs' sources reach through lib/
+        chosen_sources = [f for f in sources if default_owner(f) in stage_ids]
         for lib in lib_closure(root, chosen_sources):
             stubbed |= {o for o in owners.get(lib, ()) if o <= last}
     for r in sorted(stubbed):
         if not any(r in o for o in owners.values()):
-            raise HandoutError(f"rung {r} ({folders[r]}) has no solution regions (// BEGIN SOLUTION): "
+            where = known[r] if is_track_rung(r) else folders[r]
+            raise HandoutError(f"rung {r} ({where}) has no solution regions (// BEGIN SOLUTION): "
                                "there is nothing to hand out")
     declared = {r: sorted(p for p, o in owners.items() if r in o and not p.endswith(".md")) for r in sorted(stubbed)}
     return ship, sorted(stubbed), declared
@@ -206,6 +272,8 @@ def write_handout(root, rungs, out, stub_needed=False, force=False, public_seed=
 
 
 def write_readme(root, out, manifest):
+    if is_track_rung(manifest["rungs"][0]):
+        return write_track_readme(root, out, manifest)
     folders = stage_folders(root)
     with open(os.path.join(root, README_TEMPLATE), encoding="utf-8") as f:
         text = f.read()
@@ -214,6 +282,24 @@ def write_readme(root, out, manifest):
     text = text.replace("{{RUNGS}}", ", ".join(manifest["rungs"])).replace("{{RUNG_TABLE}}", rows)
     text = text.replace("{{FIRST_RUNG}}", manifest["rungs"][0]).replace(
         "{{FIRST_FOLDER}}", folders[manifest["rungs"][0]])
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_track_readme(root, out, manifest):
+    """The students' README of a track handout (TRACK_README_TEMPLATE): rung table, the loop with
+    the track's program, grading."""
+    rungs = manifest["rungs"]
+    track = rungs[0].split("-")[0]
+    folder = f"tracks/{track_folders(root)[track]}"
+    with open(os.path.join(root, TRACK_README_TEMPLATE), encoding="utf-8") as f:
+        text = f.read()
+    rows = "\n".join(f"| {r} | `{track_rungs(root)[r]}` | " + ", ".join(f"`{p}`" for p in manifest["files"][r]) + " |"
+                     for r in rungs)
+    numbers = ",".join(r.split("-")[1] for r in rungs)
+    for key, value in {"{{RUNGS}}": ", ".join(rungs), "{{RUNG_TABLE}}": rows, "{{TRACK}}": track,
+                       "{{TRACK_FOLDER}}": folder, "{{RUNG_NUMBERS}}": numbers, "{{FIRST_RUNG}}": rungs[0]}.items():
+        text = text.replace(key, value)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(text)
 
@@ -228,29 +314,49 @@ def solution_lines(root, owners):
     """{stripped line: where} for the lines of `owners`' solution regions long enough to count,
     less the lines that ship by design: those a region of a rung handed out complete also holds
     (a chapter quoting the rung before it) and those of the shared code outside every region
-    (common/, ladder/, stages/lib/: index arithmetic, bounds checks). A line of a rung folder
-    outside every region still counts: an unmarked copy of a solution in a later rung leaks it."""
-    lines, given = {}, set()
+    (common/, ladder/, stages/lib/: index arithmetic, bounds checks; for a track's rungs, that
+    track's code outside rungs/ too, not its chapters, and the code outside regions of its rungs numbered below
+    the region's rung, which ships complete and predates it: a grid-stride loop of rung 02 is no
+    leak of rung 05). A line of a rung folder, or of a later rung's file, outside every region
+    still counts: an unmarked copy of a solution in a later rung leaks it."""
+    candidates, given, earlier = {}, set(), []  # earlier: (track, number, lines outside regions)
+    shared = ["common/", "ladder/", "stages/lib/"]
+    folders = track_folders(root)
+    shared += [f"tracks/{folders[t]}/" for t in sorted({o.split("-")[0] for o in owners if is_track_rung(o)})
+               if t in folders]
     for path in repo_files(root):
         if not path.endswith((".cu", ".cuh", ".cpp", ".hpp", ".md")) or path.startswith("grader/"):
             continue
         parsed = parse_file(root, path)
-        if path.startswith(("common/", "ladder/", "stages/lib/")):  # shared code: given as it stands
-            for part in parsed.parts:
-                if isinstance(part, str):
-                    given.update(forms(part))
-        if not path.startswith("stages/"):
+        outside = set().union(*(forms(p) for p in parsed.parts if isinstance(p, str)))
+        if path.startswith(tuple(shared)) and default_owner(path) is None and not (
+                path.startswith("tracks/") and path.endswith(".md")):  # shared code: given as it stands
+            given.update(outside)  # (a track's chapter is prose: a solution it quotes unmarked leaks)
+        if path.startswith("tracks/") and is_track_rung(default_owner(path) or ""):
+            earlier.append((*default_owner(path).split("-"), outside))
+        if not path.startswith(("stages/", "tracks/")):
             continue
         for region in parsed.regions():
             if not region.owners & owners:
                 for line in region.solution:
                     given.update(forms(line))
                 continue
+            first = {}  # track: the region's lowest rung number in it
+            for o in region.owners:
+                if is_track_rung(o):
+                    t, n = o.split("-")
+                    first[t] = min(first.get(t, n), n)
             for k, line in enumerate(region.solution):
-                for s in forms(line):
-                    if len(re.sub(r"\s", "", s)) >= MIN_LEAK_CHARS:
-                        lines.setdefault(s, f"{path}:{region.begin_line + len(region.stub) + 1 + k}")
-    return {s: where for s, where in lines.items() if s not in given}
+                for form in forms(line):
+                    if len(re.sub(r"\s", "", form)) >= MIN_LEAK_CHARS:
+                        candidates.setdefault(form, []).append(
+                            (f"{path}:{region.begin_line + len(region.stub) + 1 + k}", first))
+
+    def predates(form, first):  # the line ships, outside regions, in an earlier rung of the region's track
+        return any(t in first and n < first[t] and form in lines for t, n, lines in earlier)
+
+    return {form: uses[0][0] for form, uses in candidates.items()
+            if form not in given and not all(predates(form, first) for _, first in uses)}
 
 
 def check_handout(root, handout):

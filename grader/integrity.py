@@ -32,6 +32,12 @@ nothing. The rules, kept in one place (the constants under "the rules" below; do
     (its resolver runs at load time). So no __attribute__((constructor)) function and no global
     with a dynamic initializer (g++'s _GLOBAL__sub_I_*) runs before main or after it.
 
+A rung of a second track (TRACK-NN, tracks/TRACK_name/rungs/NN_name.cu; check_track) is held to
+the same rules on its one object in the track's library: its registration is
+ladder::TRACK::rung_NN(), rule 1 adds the track's oracle, input generator and checker
+(TRACK_FORBIDDEN) and every other rung of the track, and rule 2e compares with the track
+library's other objects (and the reference build's object of the rung, where there is one).
+
 Run alone: python3 grader/integrity.py BUILD NN  (prints the findings, exits 1 on any).
 """
 import glob
@@ -55,6 +61,12 @@ FORBIDDEN = [
     (r"^(dlopen|dlmopen|dlsym|dlvsym|system|popen|fork|vfork|clone|clone3|execl|execle|execlp|execv|execve|"
      r"execveat|execvp|execvpe|fexecve|posix_spawn|posix_spawnp|syscall)(@.*)?$", "a process or loader escape"),
 ]
+# Rule 1 for a track's rungs, by track: what would compute or check the answer.
+TRACK_FORBIDDEN = {
+    "p38": [(r"(?<!\w)ladder::p38::(reference|make_inputs|avg_pool3d|conv_transpose3d|softmax_scale|row_case|"
+             r"check_rows|run_rung_once|run_track|compare|output_tolerance|z_error_bound)\b",
+             "the track's fp64 oracle, input generator or checker")],
+}
 # Rule 2c: the scopes whose weak instantiations any object may carry.
 STANDARD_SCOPES = (("std",), ("__gnu_cxx",), ("cuda", "std"))
 # Rule 2d: what the registration macro and the compiler put in every stage object.
@@ -333,9 +345,21 @@ def in_anonymous_namespace(name):
 
 
 def descriptor_symbol(stage_id):
-    """The mangled name of ladder::stage_NN_descriptor(), the one global a rung must define."""
+    """The mangled name of ladder::stage_NN_descriptor() (a track's rung TRACK-NN:
+    ladder::TRACK::rung_NN()), the one global a rung must define."""
+    if "-" in stage_id:
+        track, number = stage_id.split("-")
+        ident = f"rung_{number}"
+        return f"_ZN6ladder{len(track)}{track}{len(ident)}{ident}Ev"
     ident = f"stage_{stage_id}_descriptor"
     return f"_ZN6ladder{len(ident)}{ident}Ev"
+
+
+def descriptor_text(stage_id):
+    if "-" in stage_id:
+        track, number = stage_id.split("-")
+        return f"ladder::{track}::rung_{number}()"
+    return f"ladder::stage_{stage_id}_descriptor()"
 
 
 def display(demangled, limit=200):
@@ -354,9 +378,16 @@ def display(demangled, limit=200):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def forbidden(demangled):
-    """What rule 1 says a demangled name is, or None."""
-    for pattern, why in FORBIDDEN:
+def forbidden(demangled, stage_id=None):
+    """What rule 1 says a demangled name is, or None. stage_id: a track's rung (TRACK-NN) adds
+    its track's rules."""
+    rules = list(FORBIDDEN)
+    if stage_id and "-" in stage_id:
+        track, number = stage_id.split("-")
+        rules += TRACK_FORBIDDEN.get(track, [])
+        rules.append((rf"(?<!\w)ladder::{track}::(rung_(?!{number}\b)\d\d|rungs|find_rung)\b",
+                      "another rung of the track or its registry"))
+    for pattern, why in rules:
         if re.search(pattern, demangled):
             return why
     return None
@@ -508,7 +539,7 @@ def check_object(obj, stage_id, reference_weak, cuobjdump, report):
     uses = [("calls" if not s.defined else "defines", s.name) for s in named]
     uses += [("device code has", n) for _b, n in device]
     for verb, n in uses:
-        why = forbidden(names[n])
+        why = forbidden(names[n], stage_id)
         if why:
             flagged.add(n)
             shown = groups.setdefault((verb, why), [])
@@ -532,7 +563,7 @@ def check_object(obj, stage_id, reference_weak, cuobjdump, report):
                 f"{len(shown)} {kind.format('s')}: " + "; ".join(shown[:3]) +
                 (f"; and {len(shown) - 3} more" if len(shown) > 3 else ""))
         add(2, f"defines {what}, outside the rung's allow-list: with external linkage a rung defines only "
-               f"ladder::stage_{stage_id}_descriptor(), what is in its anonymous namespace, and "
+               f"{descriptor_text(stage_id)}, what is in its anonymous namespace, and "
                f"standard-library instantiations")
     registrations = 0
     for sec in sections:  # rule 3
@@ -587,6 +618,35 @@ def check(build, stage_id, cuobjdump=None):
                                 "cuobjdump or pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP)")
     for obj in report.objects:
         check_object(obj, stage_id, reference_weak, cuobjdump, report)
+    return report
+
+
+def check_track(build, rung, rung_file, library="p38_track", host_library="p38_host", reference_objects=()):
+    """Applies the rules to the object of a track's rung TRACK-NN (rung_file: its source, relative
+    to the repository root) in BUILD's track library `library`; rule 2e compares with the
+    library's other objects (the instructor's code: the grader takes only the rung's file from a
+    submission), the ladder libraries, the track's host library and reference_objects. Returns
+    a Report."""
+    report = Report()
+    listed = ninja_objects(build)
+    folder = f"CMakeFiles/{library}.dir"
+    mine = os.path.join(build, folder, rung_file + ".o")
+    everything = target_objects(build, folder, listed)
+    report.objects = [o for o in everything if os.path.normpath(o) == os.path.normpath(mine)]
+    if not report.objects:
+        report.findings.append(Finding(0, "", f"no compiled object of rung {rung} ({mine}): nothing to check"))
+        return report
+    references = [o for o in everything if o not in report.objects] + list(reference_objects)
+    for other in REFERENCE_TARGETS[1:] + (f"CMakeFiles/{host_library}.dir",):
+        references += target_objects(build, other, listed)
+    report.reference = bool(reference_objects)
+    cuobjdump = find_cuobjdump()
+    if not cuobjdump:
+        report.notes.append("device symbols not read: cuobjdump not found (install the CUDA toolkit's "
+                            "cuobjdump or pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP)")
+    reference_weak = weak_definitions(references)
+    for obj in report.objects:
+        check_object(obj, rung, reference_weak, cuobjdump, report)
     return report
 
 

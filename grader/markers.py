@@ -2,15 +2,17 @@
 
 In a source file (C++, CUDA, CMake, Markdown), a solution region is
 
-    // BEGIN SOLUTION [NN ...]
+    // BEGIN SOLUTION [OWNER ...]
     // STUB: <a line of the stub>          (zero or more, first in the region)
     <the solution>
     // END SOLUTION
 
 (`#` instead of `//` in CMake; `<!-- BEGIN SOLUTION -->`, `<!-- STUB: ... -->` and
-`<!-- END SOLUTION -->` in Markdown). NN is the rung whose idea the code is (several for a
-chapter's snippet that quotes more than one rung): optional in a rung's own folder
-(stages/NN_name/), required elsewhere (stages/lib/). A handout replaces the regions of the
+`<!-- END SOLUTION -->` in Markdown). An OWNER is the rung whose idea the code is (several for a
+chapter's snippet that quotes more than one rung): NN for a stage of the main ladder, TRACK-NN
+for a rung of a second track (p38-03: tracks/p38_spatial_softmax/rungs/03_*.cu). Optional in a
+rung's own folder or file (stages/NN_name/, tracks/TRACK_name/rungs/NN_name.cu), required
+elsewhere (stages/lib/, a track's shared device/ code). A handout replaces the regions of the
 assigned rungs with their stub lines, indented like the BEGIN line, and keeps the solution of
 every other region. The instructor's build compiles the solution: the markers are
 comments.
@@ -23,7 +25,9 @@ from dataclasses import dataclass, field
 
 _COMMENT = r"(?://|#|<!--)"
 _TAIL = r"\s*(?:-->)?\s*$"
-BEGIN_SOLUTION = re.compile(r"^(\s*)" + _COMMENT + r"\s*BEGIN SOLUTION((?:\s+\d\d)*)" + _TAIL)
+# An owner: NN (a stage) or TRACK-NN (a rung of a track, TRACK the prefix of its folder's name).
+OWNER = r"(?:[a-z][a-z0-9]*-)?\d\d"
+BEGIN_SOLUTION = re.compile(r"^(\s*)" + _COMMENT + r"\s*BEGIN SOLUTION((?:\s+" + OWNER + r")*)" + _TAIL)
 END_SOLUTION = re.compile(r"^\s*" + _COMMENT + r"\s*END SOLUTION" + _TAIL)
 STUB = re.compile(r"^\s*" + _COMMENT + r"\s*STUB:\s?(.*?)" + _TAIL)
 BEGIN_INSTRUCTOR = re.compile(r"^\s*" + _COMMENT + r"\s*BEGIN INSTRUCTOR" + _TAIL)
@@ -39,7 +43,7 @@ class MarkerError(ValueError):
 
 @dataclass
 class Region:
-    owners: frozenset          # the rungs, {"NN", ...}
+    owners: frozenset          # the rungs, {"NN", "p38-NN", ...}
     begin_line: int            # 1-based line of the BEGIN marker
     indent: str
     stub: list = field(default_factory=list)      # stub lines, without the marker prefix
@@ -83,7 +87,7 @@ def parse(path, text, default_owner=None):
             owners = frozenset(m.group(2).split()) or (frozenset([default_owner]) if default_owner else None)
             if not owners:
                 raise MarkerError(f"{where}: BEGIN SOLUTION outside a rung folder must name its rung "
-                                  "(// BEGIN SOLUTION NN)")
+                                  "(// BEGIN SOLUTION NN, or TRACK-NN in a track)")
             region = Region(owners=owners, begin_line=number, indent=m.group(1))
         elif END_SOLUTION.match(line):
             if not region:

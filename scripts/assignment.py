@@ -2,6 +2,7 @@
 """Classroom assignments from the ladder: handouts for students and the autograder.
 
   handout --rungs 03,04 --out DIR   a student repository: the chosen rungs' solutions become stubs
+                                    (a track's rungs: --rungs p38-03,p38-04)
   check-handout DIR                 no solution, hidden test, secret or mutant in a handout
   grade [--submission DIR]          grades a submission (default: this tree) rung by rung
   markers                           checks every solution and instructor marker of this tree
@@ -24,10 +25,12 @@ import selftest  # noqa: E402
 
 
 def rung_list(text):
+    """Rungs: NN for a stage of the main ladder (03), TRACK-NN for a rung of a track (p38-03)."""
     rungs = [r.strip() for r in text.split(",") if r.strip()]
     for r in rungs:
-        if not (len(r) == 2 and r.isdigit()):
-            raise argparse.ArgumentTypeError(f"rungs are two-digit numbers separated by commas (03,04), got '{r}'")
+        if not handout.RUNG_ID.match(r):
+            raise argparse.ArgumentTypeError("rungs are two-digit numbers separated by commas (03,04), or a track's "
+                                             f"rungs as TRACK-NN (p38-03,p38-04), got '{r}'")
     if not rungs:
         raise argparse.ArgumentTypeError("no rung given")
     return sorted(set(rungs))
@@ -69,7 +72,8 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     h = sub.add_parser("handout", help="write a student repository for the chosen rungs")
-    h.add_argument("--rungs", type=rung_list, required=True, help="comma-separated rungs, e.g. 03,04")
+    h.add_argument("--rungs", type=rung_list, required=True,
+                   help="comma-separated rungs, e.g. 03,04, or a track's, e.g. p38-03,p38-04")
     h.add_argument("--out", required=True, help="the folder to write (new or empty)")
     h.add_argument("--stub-needed", action="store_true",
                    help="also stub the earlier rungs' code that the chosen rungs use through stages/lib")

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The classroom tooling on a machine without a GPU (CI runs this): the Python tests, a handout of
 # two reduction rungs built with warnings as errors and checked for leaked solutions, and the
-# grader's static half (technique and integrity) on the references, the stubs and the fixtures.
+# grader's static half (technique and integrity) on the references, the stubs and the fixtures;
+# then a handout of two rungs of the problem-38 track, checked, its stubbed rungs compiled with
+# warnings as errors, and the grader's static half on those rungs' references and stubs.
 # GPU parts of the grader report themselves as skipped. Usage: scripts/check_assignment.sh [WORK]
+# (LADDER_ASSIGNMENT_TRACK_RUNGS= empty skips the track.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-build-assignment}
 rungs=${LADDER_ASSIGNMENT_RUNGS:-03,04}
+track_rungs=${LADDER_ASSIGNMENT_TRACK_RUNGS-p38-03,p38-04}
 jobs=${LADDER_JOBS:-4}
 mkdir -p "$work"
 # One architecture keeps the handout and the ~20 fixture builds short: the GPU's where there is
@@ -36,3 +40,28 @@ echo "the handout builds"
 echo "== the grader's static half: references, stubs, fixtures"
 python3 scripts/assignment.py selftest --rungs "02,$rungs" --skip-gpu --jobs "$jobs" --work "$work/selftest" \
   --cuda-architectures "$LADDER_CUDA_ARCHS"
+
+[ -n "$track_rungs" ] || exit 0
+echo "== track handout of rungs $track_rungs, its stubbed rungs compiled with warnings as errors"
+python3 scripts/assignment.py handout --rungs "$track_rungs" --out "$work/track-handout" --force
+python3 scripts/assignment.py check-handout "$work/track-handout"
+cmake -S "$work/track-handout" -B "$work/track-handout-build" -G Ninja -DLADDER_WERROR=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="$LADDER_CUDA_ARCHS" ${LADDER_CMAKE_ARGS:-} > "$work/track-handout-configure.log"
+# Only the objects of the students' files: the whole track builds in the selftest below.
+objects=$(python3 - "$work/track-handout" <<'EOF'
+import json, os, sys
+with open(os.path.join(sys.argv[1], "assignment.json")) as f:
+    files = json.load(f)["files"]
+with open(os.path.join(sys.argv[1], "grader", "rungs.json")) as f:
+    tracks = json.load(f)["tracks"]
+print(" ".join(sorted({f"CMakeFiles/{tracks[r.split('-')[0]]['library']}.dir/{p}.o"
+                       for r, paths in files.items() for p in paths if p.endswith((".cu", ".cpp"))})))
+EOF
+)
+cmake --build "$work/track-handout-build" -j "$jobs" --target $objects > "$work/track-handout-build.log" 2>&1 ||
+  { tail -40 "$work/track-handout-build.log"; echo "FAIL: the track handout's stubs do not compile"; exit 1; }
+echo "the track handout's stubs compile: $objects"
+
+echo "== the grader's static half on the track: references and stubs"
+python3 scripts/assignment.py selftest --rungs "$track_rungs" --only reference,stub --skip-gpu --jobs "$jobs" \
+  --work "$work/selftest" --cuda-architectures "$LADDER_CUDA_ARCHS"

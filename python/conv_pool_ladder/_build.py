@@ -14,7 +14,20 @@ What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmak
     with the stage's compile definitions (LADDER_STAGE_ID, LADDER_STAGE_NAME, LADDER_STAGE_SYMBOL,
     which stages/lib/register_stage.hpp turns into the descriptor),
   - a generated registry, registry.cpp, defining ladder::registered_stages() over the stages
-    built, written by cmake/Stages.cmake.
+    built, written by cmake/Stages.cmake,
+  - with_p38=True (python/conv_pool_ladder/p38.py asks for it), problem 38, the second track,
+    too: its host code (tracks/p38_spatial_softmax/: problem, oracle, tolerance, rows), its
+    registry, device/geometry.cpp and all its rungs (rungs/*.cu and rungs/*.cpp: rung 00, the CPU
+    reference, is compiled too, since registry.cpp lists it; it needs OpenMP, which the flags
+    below already give), and the operators of csrc/p38_call.cpp. Not runner.cu or main.cpp (they
+    need ladder/, nlohmann_json and CLI11). A module of its own (conv_pool_ladder_p38, or
+    <stage set>_p38), so that the first track's modules neither wait for nor depend on the
+    second's sources. Where the checkout has no track (tracks/p38_spatial_softmax/problem.cpp,
+    the test CMakeLists.txt makes; a student handout) with_p38 raises, and csrc/p38_call.cpp is
+    never compiled. The track's sources include "common/..." from the repository root and their
+    own headers by relative quoted includes, so the include path gains the root and tracks/,
+    after csrc/, common/ and stages/, so that every existing include resolves as before (common/
+    has a problem.hpp too: p38_call.cpp includes "p38_spatial_softmax/rung.hpp").
 Flags: -O3, -std=c++17 (c++20 from torch 2.12 on, whose headers need it; LADDER_CXX_STD overrides),
 code for the local GPU's architecture only (torch.cuda.get_device_capability, sm_90 where none
 is visible; LADDER_CUDA_ARCH=90a overrides), include dirs csrc/, common/ and stages/. The architecture
@@ -57,6 +70,24 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CSRC = Path(__file__).resolve().parent / "csrc"
+P38_CALL = "p38_call.cpp"  # csrc/ file compiled only with the problem-38 track
+
+
+def p38_track_dir(root: Path = REPO_ROOT):
+    """tracks/p38_spatial_softmax of this checkout, or None where it is absent (handouts)."""
+    d = root / "tracks" / "p38_spatial_softmax"
+    return d if (d / "problem.cpp").is_file() else None
+
+
+def p38_sources(root: Path = REPO_ROOT) -> list:
+    """The track's sources the extension compiles (see the module docstring), [] without the
+    track: host code, registry, device/geometry.cpp, every rung (.cu and .cpp), sorted."""
+    d = p38_track_dir(root)
+    if d is None:
+        return []
+    host = [d / f for f in ("problem.cpp", "oracle.cpp", "tolerance.cpp", "rows.cpp", "registry.cpp")]
+    rungs = sorted(list((d / "rungs").glob("*.cu")) + list((d / "rungs").glob("*.cpp")))
+    return host + [d / "device" / "geometry.cpp"] + rungs
 
 @dataclass(frozen=True)
 class StageFolder:
@@ -168,8 +199,11 @@ def _write_if_changed(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def extension_name(stages) -> str:
-    """One module (and build folder) per stage set: conv_pool_ladder_s01_04_06."""
+def extension_name(stages, with_p38: bool = False) -> str:
+    """One module (and build folder) per stage set: conv_pool_ladder_s01_04_06; with problem
+    38's track, conv_pool_ladder_p38 (no stage) or conv_pool_ladder_s01_04_06_p38."""
+    if with_p38:
+        return "conv_pool_ladder_s" + "_".join(s.id for s in stages) + "_p38" if stages else "conv_pool_ladder_p38"
     return "conv_pool_ladder_s" + "_".join(s.id for s in stages) if stages else "conv_pool_ladder_none"
 
 
@@ -186,12 +220,18 @@ def default_build_root() -> Path:
     return Path(tempfile.gettempdir()) / f"conv_pool_ladder_ext_{user}" / checkout
 
 
-def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT) -> list:
+def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT, with_p38: bool = False) -> list:
     """Writes the registry and one #include wrapper per project source; returns the sources
-    to compile (csrc/ first, binding.cpp at its head)."""
+    to compile (csrc/ first, binding.cpp at its head). with_p38: problem 38's track and
+    csrc/p38_call.cpp too (RuntimeError where the checkout has no track)."""
     src_dir = build_dir / "src"
     src_dir.mkdir(parents=True, exist_ok=True)
-    sources = [str(CSRC / "binding.cpp")] + [str(p) for p in sorted(CSRC.glob("*.cpp")) if p.name != "binding.cpp"]
+    track = p38_track_dir(root)
+    if with_p38 and track is None:
+        raise RuntimeError(f"problem 38's track is not in this checkout ({root / 'tracks' / 'p38_spatial_softmax'} "
+                           "has no problem.cpp): no p38 operators can be built")
+    skip = {"binding.cpp"} | (set() if with_p38 else {P38_CALL})
+    sources = [str(CSRC / "binding.cpp")] + [str(p) for p in sorted(CSRC.glob("*.cpp")) if p.name not in skip]
 
     def wrap(prefix: str, path: Path, definitions=()) -> None:
         wrapper = src_dir / f"{prefix}__{path.stem}{path.suffix}"
@@ -204,6 +244,8 @@ def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT) -> list:
     for s in stages:
         for p in s.sources:
             wrap(f"stage{s.id}", p, s.definitions)
+    for p in p38_sources(root) if with_p38 else []:  # p38_<folder>__<name>: not common's problem.cpp
+        wrap("p38" + "".join(f"_{part}" for part in p.relative_to(track).parent.parts), p)
     registry = src_dir / "registry.cpp"
     write_registry(registry, [s.id for s in stages], root)
     sources.append(str(registry))
@@ -325,15 +367,16 @@ def _environment(**values):
 _LOADED = {}
 
 
-def load_extension(stages=None, verbose: bool = False, build_dir=None):
-    """Builds (if needed) and imports the binding for the given GPU stages (default: all).
+def load_extension(stages=None, verbose: bool = False, build_dir=None, with_p38: bool = False):
+    """Builds (if needed) and imports the binding for the given GPU stages (default: all), with
+    problem 38's track and its operators (torch.ops.<module>.p38_*) if with_p38.
 
     The first build of a stage set takes a minute or so (nvcc on every source); later calls
     in new processes only re-run ninja, which rebuilds what changed. The build folder is
     default_build_root()/<module name> unless build_dir is given.
     """
     selected = select_stages(stages)
-    name = extension_name(selected)
+    name = extension_name(selected, with_p38)
     if name in _LOADED:
         return _LOADED[name]
 
@@ -342,13 +385,15 @@ def load_extension(stages=None, verbose: bool = False, build_dir=None):
 
     build = Path(build_dir) if build_dir else default_build_root() / name
     build.mkdir(parents=True, exist_ok=True)
-    sources = wrapper_sources(selected, build)
+    sources = wrapper_sources(selected, build, with_p38=with_p38)
     std = cxx_standard(torch)
     arch = cuda_arch(torch)
     includes = [str(CSRC), str(REPO_ROOT / "common"), str(REPO_ROOT / "stages")]
+    if with_p38:  # the track's "common/cuda_check.hpp" from the root; p38_call.cpp's "p38_spatial_softmax/..."
+        includes += [str(REPO_ROOT), str(REPO_ROOT / "tracks")]
     if verbose:
         print(f"[conv_pool_ladder] building {name} in {build}: std={std}, sm_{arch}, "
-              f"stages {[s.folder for s in selected]}", file=sys.stderr)
+              f"stages {[s.folder for s in selected]}{', problem 38' if with_p38 else ''}", file=sys.stderr)
     env = {"TORCH_CUDA_ARCH_LIST": torch_arch_list(arch), **build_compilers(build / "probe")}
     with _environment(**env):
         module = cpp_extension.load(

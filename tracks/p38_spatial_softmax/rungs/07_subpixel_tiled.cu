@@ -17,6 +17,7 @@
 // Parameters outside the instantiated set (dilation other than 1, axes that differ, other
 // kernel/stride/padding) take rung 05's gather, still fused.
 #include <sstream>
+#include <stdexcept>
 
 #include "../device/fused.cuh"
 #include "../rung.hpp"
@@ -226,9 +227,13 @@ __global__ void rescale4(Geometry g, const float* __restrict__ factor, float4* _
   }
 }
 __global__ void rescale1(Geometry g, const float* __restrict__ factor, float* __restrict__ out) {
+  // BEGIN SOLUTION p38-05
+  // STUB: if (blockIdx.x == 0 && threadIdx.x == 0) printf("TODO(stage p38-05 fused_rescale): rescale1: rung 05's rescale\n");
+  // STUB: (void)g, (void)factor, (void)out;
   const int64_t total = g.rows * g.spatial;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
     out[i] *= factor[i / g.spatial];
+  // END SOLUTION
 }
 
 /// Spatial tiles (grid.x, also the partials per row) of the tiled path.
@@ -302,9 +307,12 @@ void run(const RungArgs& a) {
       rescaled = false;
     }
   } else {
+    // BEGIN SOLUTION p38-05
+    // STUB: throw std::logic_error("TODO(stage p38-05 fused_rescale): rung 07's gather path: rung 05's epilogue launch");
     conv_exp_partials<true><<<capped_grid(g.rows * parts), kFusedBlock, 0, a.stream>>>(
         g, pooled, a.in.weight, a.in.bias, g.clamp_hi, a.out, partials);
     CUDA_CHECK_LAUNCH("conv_exp_partials<write>");
+    // END SOLUTION
     row_factor<<<capped_grid(g.rows), 256, 0, a.stream>>>(g, partials, parts, a.in.scale, factor);
     CUDA_CHECK_LAUNCH("row_factor");
   }

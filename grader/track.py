@@ -1,0 +1,420 @@
+"""scripts/assignment.py grade for the rungs of a second track (TRACK-NN: the rung file
+tracks/TRACK_name/rungs/NN_name.cu), the same parts and points as a stage (grader/grade.py):
+
+  public, hidden  the track's program (p38_ladder) with `--rungs NN` on each problem of the
+             track's lists (grader/rungs.json, "tracks"), twice on one workspace (--warmup 1
+             --reps 1) with NaN-filled outputs, checked elementwise against the fp64 oracle; seeds
+             as for the stages (problems.seed_for), mixed with the secret in official runs;
+  sanitizer  compute-sanitizer (memcheck with leak checking, racecheck, synccheck) on the
+             program with --reps 1 --warmup 0 on small awkward problems;
+  technique  the rung's idea in its machine code (the SASS checks of its rungs.json entry, on its
+             own object) and the integrity check of that object (integrity.check_track);
+  performance  `--rungs NN --json` at the rung's timing size, in rounds that alternate the
+             student's program with the reference build's (this tree, official runs): the
+             median time over the reference's median, scored like a stage's; the floors the
+             program measures (read x + write the output; the convolution at the FP32 peak) are
+             reported, and a time under floor_slack x the memory floor is void. Without a
+             reference (a handout) the time against the floors is reported, not scored, unless
+             the track's "score_against" is "floor" (then full_at and zero_at are floor multiples).
+
+All the rungs of a track link into one program: a rung that does not compile is replaced, in the
+grading tree only, by its handout stub, so that the others still link and are graded.
+"""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+
+import handout
+import integrity
+import markers
+import problems
+import reports
+import runs
+
+NO_DEVICE = "not run: no CUDA device"
+SANITIZER_EXIT = 99
+SANITIZER_UNUSABLE = re.compile(r"Device not supported|not supported on this (device|platform|system)", re.I)
+SASS_OP = r"^(@!?U?P[0-9T]+\s+)?"  # the opcode is the first word after an optional predicate
+TODO_IN_NOTE = re.compile(r"TODO\(stage [^)]*\):.*")
+
+
+def settings(config, rung):
+    """(the track's section of rungs.json, the rung's number) for TRACK-NN."""
+    track, number = rung.split("-")
+    tracks = config.get("tracks", {})
+    if track not in tracks:
+        raise ValueError(f"rung {rung}: grader/rungs.json has no \"tracks\" entry for track {track}")
+    return tracks[track], number
+
+
+def object_target(t, path):
+    """The Ninja target (and path under the build) of a rung file's object in the track library."""
+    return f"CMakeFiles/{t['library']}.dir/{path}.o"
+
+
+def build(root, tree, build_dir, rungs, declared, config, make):
+    """Builds the track rungs' objects, then the track's program(s); returns {rung: (built, log
+    tail, compiled)} as grade.build does. make(targets) -> (ok, log)."""
+    paths, compiled, out = handout.track_rungs(root), {}, {}
+    for r in rungs:
+        t, _ = settings(config, r)
+        make([t["host_library"], "ladder_runner"])  # the given libraries first: their errors are not the rung's
+        compiled[r] = make([object_target(t, paths[r])])
+    failing = {r for r in rungs if not compiled[r][0]}
+    for r in sorted(failing):  # in the grading tree only: the handout's stub in place of what does not compile
+        kept = {f for o in rungs if o not in failing for f in declared[o]}
+        for path in declared[r]:
+            if path not in kept:
+                with open(os.path.join(tree, path), "w", encoding="utf-8") as f:
+                    f.write(markers.render(handout.parse_file(root, path), failing))
+    linked = {}
+    for track in sorted({r.split("-")[0] for r in rungs}):
+        linked[track] = make([config["tracks"][track]["program"]])
+    for r in rungs:
+        ok, log = compiled[r]
+        link_ok, link_log = linked[r.split("-")[0]]
+        out[r] = (ok and link_ok, log if not ok else link_log, ok)
+    return out
+
+
+def program(build_dir, t):
+    return os.path.join(build_dir, t["program"])
+
+
+def run_program(prog, args, timeout):
+    """Runs the track's program with `args` plus -q --json; returns (process, report or None).
+    Raises subprocess.TimeoutExpired."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "report.json")
+        p = subprocess.run([prog, *args, "-q", "--json", path], capture_output=True, text=True, timeout=timeout,
+                           env=runs.student_env())
+        data = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+    return p, data
+
+
+def rung_entry(data, number):
+    return next((r for r in (data or {}).get("rungs", []) if r.get("id") == number), None)
+
+
+def run_case(prog, number, case, seed, timeout):
+    """One correctness case; returns (status, detail, todo_lines), status pass, fail, error,
+    timeout or skipped (no GPU), as runs.run_case does for a stage."""
+    args = [*case.args, "--seed", str(seed), "--rungs", number, "--reps", "1", "--warmup", "1", "--no-flush-l2"]
+    try:
+        p, data = run_program(prog, args, timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", f"took longer than {timeout:.0f} s", []
+    todos = set(runs.TODO_LINE.findall(p.stdout))
+    entry = rung_entry(data, number)
+    if entry is None:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return "error", f"the program stopped without a report of rung {number} (exit {p.returncode}): " + " | ".join(tail), \
+            sorted(todos)
+    note = entry.get("note", "")
+    todos.update(TODO_IN_NOTE.findall(note))
+    if not entry.get("ran"):
+        if note.startswith(NO_DEVICE):
+            return "skipped", note, sorted(todos)
+        return "error", note or "did not run", sorted(todos)
+    agreement = entry["vs_oracle"]
+    if agreement["pass"]:
+        return "pass", "", sorted(todos)
+    detail = (f"{agreement['nan_count']} output(s) NaN (never written?)" if agreement["nan_count"]
+              else f"disagrees with the fp64 oracle: worst error {agreement['worst_ratio']:.3g}x the tolerance")
+    return "fail", detail, sorted(todos)
+
+
+def gpu_available(prog, number, probe, timeout=120):
+    """(True, "") if the program runs the rung on a GPU here, else (False, why)."""
+    status, detail, _ = run_case(prog, number, problems.Case("probe", 0, list(probe), ""), 1, timeout)
+    return (False, detail) if status == "skipped" else (True, "")
+
+
+def find_sanitizer():
+    candidates = [shutil.which("compute-sanitizer")]
+    for base in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if base:
+            candidates += [os.path.join(base, "bin", "compute-sanitizer"),
+                           os.path.join(base, "compute-sanitizer", "compute-sanitizer")]
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+def sanitizer(prog, number, tool, problem_args, timeout):
+    """(status, output) of compute-sanitizer `tool` over the problems; status pass, fail or
+    skipped. Only what the sanitizer reports counts: wrong results are the correctness parts'."""
+    exe = find_sanitizer()
+    if exe is None:
+        return "skipped", "compute-sanitizer not found (PATH, $CUDA_HOME, /usr/local/cuda)"
+    summary = []
+    for args in problem_args:
+        cmd = [exe, "--tool", tool, "--error-exitcode", str(SANITIZER_EXIT), "--print-limit", "20"]
+        cmd += ["--leak-check", "full"] if tool == "memcheck" else []
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd += [prog, *args, "--rungs", number, "--reps", "1", "--warmup", "0", "--no-flush-l2", "-q",
+                    "--json", os.path.join(tmp, "report.json")]
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=runs.student_env())
+            except subprocess.TimeoutExpired:
+                return "fail", f"{' '.join(args)}: took longer than {timeout:.0f} s under {tool}"
+        out = (p.stdout + p.stderr).strip()
+        if SANITIZER_UNUSABLE.search(out) and p.returncode != 0:
+            return "skipped", out.splitlines()[-1]
+        lines = [l for l in out.splitlines() if l.startswith("=========")]
+        if p.returncode == SANITIZER_EXIT or runs.SANITIZER_ERROR.search(out):
+            return "fail", f"problem: {' '.join(args)}\n" + "\n".join(lines[-8:])
+        summary += lines[-1:]
+    return "pass", "\n".join(summary)
+
+
+def parse_sass(text):
+    """cuobjdump -sass output -> {function name: [instruction text]} over every architecture."""
+    out, current = {}, None
+    for line in text.splitlines():
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            current = out.setdefault(m.group(1), [])
+            continue
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line)
+        if m and current is not None:
+            current.append(m.group(1))
+    return out
+
+
+def technique(obj, checks, rung):
+    """(passed, lines): each check {kernel, what, sass} must find an instruction matching `sass`
+    (an opcode regex) in a function of the rung's object whose mangled name contains `kernel`."""
+    cuobjdump = integrity.find_cuobjdump()
+    if not cuobjdump:
+        return False, ["FAIL: cuobjdump not found (install the CUDA toolkit's cuobjdump and nvdisasm, e.g. pip "
+                       "install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP)"]
+    env = dict(os.environ, PATH=os.path.dirname(cuobjdump) + os.pathsep + os.environ.get("PATH", ""))
+    p = subprocess.run([cuobjdump, "-sass", obj], capture_output=True, text=True, env=env)
+    functions = parse_sass(p.stdout)
+    lines, ok = [], True
+    for check in checks:
+        mine = {name: code for name, code in functions.items() if check["kernel"] in name}
+        pattern = re.compile(SASS_OP + check["sass"])
+        hit = next((ins for code in mine.values() for ins in code if pattern.match(ins)), None)
+        where = f"rung {rung}: {check['what']} in {check['kernel']}"
+        if not mine:
+            lines.append(f"FAIL: rung {rung}: no kernel {check['kernel']} in {os.path.basename(obj)} "
+                         f"(looking for {check['what']})")
+        elif hit is None:
+            lines.append(f"FAIL: {where}: none in its machine code")
+        else:
+            lines.append(f"PASS: {where} ({hit.split()[0] if not hit.startswith('@') else hit.split()[1]})")
+            continue
+        ok = False
+    return ok, lines
+
+
+def reference_program(args, root, work, t, ctx):
+    """The reference build's program (this tree, built once per work folder), or None with the
+    reason in ctx["reference_why"]."""
+    key = "reference_program_" + t["program"]
+    if key in ctx:
+        return ctx[key]
+    build_dir = os.path.join(work, "reference-build")
+    cmake = ["cmake", "-S", root, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF"]
+    if args.cuda_architectures:
+        cmake.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_architectures)
+    p = subprocess.run(cmake, capture_output=True, text=True)
+    if p.returncode == 0:
+        p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", t["program"]],
+                           capture_output=True, text=True)
+    ctx[key] = program(build_dir, t) if p.returncode == 0 else None
+    if ctx[key] is None:
+        ctx["reference_why"] = "the reference build failed: " + (p.stdout + p.stderr).strip()[-500:]
+    return ctx[key]
+
+
+def timing(args, ctx, t, number, perf_cfg, timing_cfg):
+    """(status, data): alternates the student's and the reference's program for perf_cfg's rounds
+    (one when there is no reference); data: student and reference median ms, floors."""
+    progs = [("student", ctx["program"])]
+    if ctx["reference"]:
+        ref = reference_program(args, ctx["reference"], ctx["work"], t, ctx)
+        if ref is None:
+            return "error", {"error": ctx["reference_why"]}
+        progs.append(("reference", ref))
+    run_args = [*timing_cfg.get("args", []), "--rungs", number, "--reps", str(perf_cfg["reps"]),
+                "--warmup", str(perf_cfg["warmup"])]
+    ms, floors = {name: [] for name, _ in progs}, []
+    for _ in range(int(perf_cfg.get("rounds", 3)) if len(progs) > 1 else 1):
+        for name, prog in progs:
+            try:
+                p, data = run_program(prog, run_args, args.timeout)
+            except subprocess.TimeoutExpired:
+                return "error", {"error": f"the {name}'s timing took longer than {args.timeout:.0f} s"}
+            entry = rung_entry(data, number)
+            if entry is None or not entry.get("ran"):
+                why = entry.get("note") if entry else (p.stderr or p.stdout).strip()[-300:]
+                return ("skipped" if (why or "").startswith(NO_DEVICE) else "error"), {"error": f"{name}: {why}"}
+            if not entry["vs_oracle"]["pass"]:
+                return "mismatch", {"error": f"the {name}'s output at the timing size disagrees with the fp64 oracle"}
+            ms[name].append(entry["ms"])
+            if name == "student":
+                floors.append(data["floors"])
+                problem = data["problem"]["describe"]
+    data = {"problem": problem, "reps": perf_cfg["reps"], "rounds": len(ms["student"]),
+            "student_ms": statistics.median(ms["student"]),
+            "memory_floor_ms": statistics.median(f["memory_floor_ms"] for f in floors),
+            "compute_floor_ms": statistics.median(f["compute_floor_ms"] for f in floors)}
+    if "reference" in ms:
+        data["reference_ms"] = statistics.median(ms["reference"])
+    return "ok", data
+
+
+def performance(args, ctx, r, P, pts, grade_module):
+    """The performance part of track rung r (P builds a reports.Part)."""
+    t, number = settings(ctx["config"], r)
+    perf_cfg = {**ctx["config"]["performance"], **t.get("performance", {}),
+                **t["rungs"].get(number, {}).get("performance", {})}
+    timing_cfg = t["rungs"].get(number, {}).get("timing")
+    if timing_cfg is None:
+        return P("performance", score=0, skipped=True, output=f"rung {r} has no timing entry in grader/rungs.json")
+    grade_module.log(f"rung {r}: timing")
+    status, data = timing(args, ctx, t, number, perf_cfg, timing_cfg)
+    part = P("performance", score=0, output="")
+    if status != "ok":
+        part.output = f"timing {status}: {data.get('error', '')}"
+        part.skipped = status == "skipped"
+        return part
+    s, mem, comp = data["student_ms"], data["memory_floor_ms"], data["compute_floor_ms"]
+    floor = max(mem, comp)
+    lines = [f"problem: {data['problem']}",
+             f"your rung: {s:.4g} ms (median of {data['reps']}, {data['rounds']} round(s)); "
+             f"{s / floor:.3g}x the floor" if floor > 0 else f"your rung: {s:.4g} ms",
+             f"floors: memory {mem:.4g} ms (read x, write the output: measured), compute {comp:.4g} ms "
+             "(the convolution at the FP32 peak)"]
+    mode = perf_cfg.get("score_against", "reference")
+    if s < perf_cfg["floor_slack"] * mem:
+        lines.append(f"VOID: faster than {perf_cfg['floor_slack']}x the memory floor allows: the rung cannot have "
+                     "written its output")
+    elif mode == "floor" and floor > 0:
+        part.ratio = s / floor
+        part.score = round(pts["performance"] * grade_module.score_perf(part.ratio, perf_cfg), 2)
+        lines.append(f"full credit at <= {perf_cfg['full_at']}x the floor, none at >= {perf_cfg['zero_at']}x")
+    elif "reference_ms" in data:
+        part.ratio = s / data["reference_ms"]
+        part.score = round(pts["performance"] * grade_module.score_perf(part.ratio, perf_cfg), 2)
+        lines.append(f"reference solution: {data['reference_ms']:.4g} ms; ratio {part.ratio:.3g} "
+                     f"(full credit at <= {perf_cfg['full_at']}x, none at >= {perf_cfg['zero_at']}x)")
+    else:
+        part.skipped = True
+        lines.append("not scored here: the reference solution is timed at official grading")
+    part.output = "\n".join(lines)
+    return part
+
+
+def grade_rung(args, r, ctx, grade_module):
+    """Every part of track rung r: a list of reports.Part (grade.grade_rung's counterpart)."""
+    cfg, pts = ctx["config"], ctx["config"]["points"]
+    t, number = settings(cfg, r)
+    name = f"{r} {handout.rung_name(ctx['root'], r)}"
+    P = lambda part, **kw: reports.Part(rung=name, part=part, max_score=pts[part], **kw)  # noqa: E731
+    built, build_log, compiled = ctx["built"][r]
+    if r in ctx["missing"]:
+        msg = "missing from the submission: " + ", ".join(ctx["missing"][r])
+        return [P(p, score=0, output=msg) for p in pts]
+    if not compiled:
+        return [P(p, score=0, output="does not compile:\n" + build_log) for p in pts]
+    rung_file = handout.track_rungs(ctx["root"])[r]
+    report = integrity.check_track(ctx["build"], r, rung_file, t["library"], t["host_library"])
+    if not built:
+        msg = "does not link:\n" + build_log + ("\n" + "\n".join(report.lines()) if report.failed else "")
+        return [P(p, score=0, output=msg) for p in pts]
+    ok, lines = technique(os.path.join(ctx["build"], object_target(t, rung_file)),
+                          t["rungs"].get(number, {}).get("technique", []), r)
+    bad = report.failed
+    lines += report.lines()
+    if bad:
+        lines.append("integrity failed: no correctness points (public and hidden), no timing")
+    parts = [P("technique", score=pts["technique"] if ok and not bad else 0, output="\n".join(lines))]
+    ctx["program"] = program(ctx["build"], t)
+    gpu, why = ctx["track_gpu"][t["program"]]
+    if not gpu:
+        for p in ("public", "hidden", "sanitizer", "performance"):
+            parts.append(P(p, score=0, skipped=True, output=why if why.startswith("skipped") else f"skipped: {why}"))
+        return parts
+
+    todos = set()
+
+    def run_cases(cases, secret, reveal):
+        by_cat, out = {}, []
+        for case in cases:
+            if args.fail_fast and out:
+                by_cat.setdefault(case.category, []).append(False)
+                continue
+            seed = problems.seed_for(cfg["public_seed"], secret, case)
+            status, detail, todo = run_case(ctx["program"], number, case, seed, args.timeout)
+            todos.update(todo)
+            by_cat.setdefault(case.category, []).append(status == "pass")
+            if status != "pass":
+                what = f"{case.category} #{case.index + 1}"
+                if reveal:
+                    what += f" ({case.describe()} --seed {seed})"
+                out.append(f"FAIL {what}: {detail}")
+        return by_cat, out
+
+    grade_module.log(f"rung {r}: public tests")
+    pub_cat, pub_lines = run_cases(ctx["track_public"][t["program"]], "", True)
+    pub_pass, pub_total = sum(sum(v) for v in pub_cat.values()), sum(len(v) for v in pub_cat.values())
+    grade_module.log(f"rung {r}: hidden tests ({ctx['hidden_source']})")
+    if args.fail_fast and pub_lines:
+        hid_cat = {c.category: [False] for c in ctx["track_hidden"][t["program"]]}
+        hid_lines = ["not run (--fail-fast: a public test failed)"]
+    else:
+        hid_cat, hid_lines = run_cases(ctx["track_hidden"][t["program"]], ctx["secret"], args.reveal)
+    cats_passed = sorted(c for c, v in hid_cat.items() if all(v))
+    cats_failed = sorted(c for c, v in hid_cat.items() if not all(v))
+    public_frac = pub_pass / pub_total if pub_total else 0.0
+    hidden_frac = len(cats_passed) / len(hid_cat) if hid_cat else 0.0
+
+    grade_module.log(f"rung {r}: compute-sanitizer")
+    tools = t.get("sanitizer_tools", cfg["sanitizer_tools"])
+    san_lines, san_fail, san_skip = [], [], []
+    for tool in tools:
+        if args.fail_fast and (pub_lines or hid_lines or san_fail):
+            san_skip.append(tool)
+            san_lines.append(f"{tool}: not run (--fail-fast: the rung has failed already)")
+            continue
+        status, out = sanitizer(ctx["program"], number, tool, t["sanitizer_problems"], args.timeout)
+        if status == "fail":
+            san_fail.append(tool)
+            san_lines.append(f"{tool}: FAIL\n{out}")
+        elif status == "skipped":
+            san_skip.append(tool)
+            san_lines.append(f"{tool}: skipped: {out}")
+        else:
+            san_lines.append(f"{tool}: clean")
+    cap = 0.0 if bad else (cfg["sanitizer_cap"] if san_fail else 1.0)
+    todo_text = ("\n".join(sorted(todos)) + "\n") if todos else ""
+    capped = f"\n(capped at {cap:.0%} by the sanitizer)" if cap < 1 and san_fail else ""
+    capped += "\n(no correctness points: integrity check failed)" if bad else ""
+    parts.append(P("public", score=round(pts["public"] * min(public_frac, cap), 2),
+                   output=todo_text + f"{pub_pass} of {pub_total} public cases pass" + capped +
+                   ("\n" + "\n".join(pub_lines) if pub_lines else "")))
+    hidden_out = (todo_text + f"{len(cats_passed)} of {len(hid_cat)} categories pass" +
+                  (": failing " + ", ".join(cats_failed) if cats_failed else "") + capped)
+    if args.reveal and hid_lines:
+        hidden_out += "\n" + "\n".join(hid_lines)
+    parts.append(P("hidden", score=round(pts["hidden"] * min(hidden_frac, cap), 2), output=hidden_out, hidden=True))
+    parts.append(P("sanitizer", score=pts["sanitizer"] if not san_fail and len(san_skip) < len(tools) else 0,
+                   output="\n".join(san_lines), skipped=len(san_skip) == len(tools)))
+
+    if args.skip_performance:
+        parts.append(P("performance", score=0, skipped=True, output="not timed (--skip-performance)"))
+    elif public_frac < 1 or hidden_frac < 1 or san_fail or bad:
+        parts.append(P("performance", score=0, output="not timed: performance counts once every public and hidden "
+                                                      "test passes, sanitizers clean"))
+    else:
+        parts.append(performance(args, ctx, r, P, pts, grade_module))
+    return parts
