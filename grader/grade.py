@@ -196,21 +196,9 @@ def grade_rung(args, r, folder, ctx):
     todos = set()
 
     def run_cases(cases, secret, reveal):
-        by_cat, lines = {}, []
-        for case in cases:
-            if args.fail_fast and lines:
-                by_cat.setdefault(case.category, []).append(False)
-                continue
-            seed = problems.seed_for(cfg["public_seed"], secret, case)
-            status, detail, todo = runs.run_case(program, r, case, seed, args.timeout)
-            todos.update(todo)
-            by_cat.setdefault(case.category, []).append(status == "pass")
-            if status != "pass":
-                what = f"{case.category} #{case.index + 1}"
-                if reveal:
-                    what += f" ({case.describe()} --seed {seed})"
-                lines.append(f"FAIL {what}: {detail}")
-        return by_cat, lines
+        return runs.run_cases(cases, cfg["public_seed"], secret, reveal,
+                              lambda case, seed: runs.run_case(program, r, case, seed, args.timeout),
+                              args.fail_fast, todos)
 
     log(f"rung {r}: public tests")
     pub_cat, pub_lines = run_cases(ctx["public"], "", True)

@@ -119,3 +119,24 @@ def timing(build, stage_id, mode, problem_args, reps, warmup, timeout):
             return "ok", data
         data.setdefault("error", (p.stderr or p.stdout).strip()[-500:])
         return ("mismatch" if data.get("mismatches") else "error"), data
+
+
+def run_cases(cases, public_seed, secret, reveal, run_one, fail_fast, todos):
+    """Runs correctness cases with run_one(case, seed) -> (status, detail, todo_lines); returns
+    ({category: [passed, ...]}, failure lines). With fail_fast, cases after the first failure count
+    as failed without running. Adds every TODO line seen to the set `todos`."""
+    by_cat, lines = {}, []
+    for case in cases:
+        if fail_fast and lines:
+            by_cat.setdefault(case.category, []).append(False)
+            continue
+        seed = problems.seed_for(public_seed, secret, case)
+        status, detail, todo = run_one(case, seed)
+        todos.update(todo)
+        by_cat.setdefault(case.category, []).append(status == "pass")
+        if status != "pass":
+            what = f"{case.category} #{case.index + 1}"
+            if reveal:
+                what += f" ({case.describe()} --seed {seed})"
+            lines.append(f"FAIL {what}: {detail}")
+    return by_cat, lines

@@ -348,21 +348,9 @@ def grade_rung(args, r, ctx, grade_module):
     todos = set()
 
     def run_cases(cases, secret, reveal):
-        by_cat, out = {}, []
-        for case in cases:
-            if args.fail_fast and out:
-                by_cat.setdefault(case.category, []).append(False)
-                continue
-            seed = problems.seed_for(cfg["public_seed"], secret, case)
-            status, detail, todo = run_case(ctx["program"], number, case, seed, args.timeout)
-            todos.update(todo)
-            by_cat.setdefault(case.category, []).append(status == "pass")
-            if status != "pass":
-                what = f"{case.category} #{case.index + 1}"
-                if reveal:
-                    what += f" ({case.describe()} --seed {seed})"
-                out.append(f"FAIL {what}: {detail}")
-        return by_cat, out
+        return runs.run_cases(cases, cfg["public_seed"], secret, reveal,
+                              lambda case, seed: run_case(ctx["program"], number, case, seed, args.timeout),
+                              args.fail_fast, todos)
 
     grade_module.log(f"rung {r}: public tests")
     pub_cat, pub_lines = run_cases(ctx["track_public"][t["program"]], "", True)

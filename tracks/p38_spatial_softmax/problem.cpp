@@ -57,6 +57,30 @@ int64_t conv_transpose_out_size(int64_t in, int64_t kernel_size, int64_t stride,
   return checked_add(out, 1, what);
 }
 
+void validate_conv_transpose3d(const ConvTranspose3dParams& conv, int64_t in_channels, int64_t out_channels) {
+  // The module's constructor and ATen's transposed-convolution shape checks.
+  if (conv.groups <= 0) reject("conv.groups must be a positive integer, got " + std::to_string(conv.groups));
+  if (out_channels <= 0)
+    reject("out_channels must be positive, got " + std::to_string(out_channels) + " (empty outputs are not modelled)");
+  if (in_channels % conv.groups != 0)
+    reject("in_channels " + std::to_string(in_channels) + " must be divisible by conv.groups " +
+           std::to_string(conv.groups));
+  if (out_channels % conv.groups != 0)
+    reject("out_channels " + std::to_string(out_channels) + " must be divisible by conv.groups " +
+           std::to_string(conv.groups));
+  require(!any_of(conv.kernel_size, non_positive), "conv.kernel_size", conv.kernel_size,
+          "must be positive (a zero kernel is an empty weight; not modelled)");
+  require(!any_of(conv.stride, non_positive), "conv.stride", conv.stride, "non-positive stride is not supported");
+  require(!any_of(conv.padding, negative), "conv.padding", conv.padding, "negative padding is not supported");
+  require(!any_of(conv.output_padding, negative), "conv.output_padding", conv.output_padding,
+          "negative output_padding is not supported");
+  require(!any_of(conv.dilation, non_positive), "conv.dilation", conv.dilation, "dilation should be greater than zero");
+  for (int a = 0; a < 3; ++a)
+    if (!(conv.output_padding[a] < conv.stride[a] || conv.output_padding[a] < conv.dilation[a]))
+      reject("conv.output_padding " + conv.output_padding.str() + " must be smaller than either conv.stride " +
+             conv.stride.str() + " or conv.dilation " + conv.dilation.str());
+}
+
 Problem38 Problem38::kernelbench() { return Problem38{}; }
 
 void Problem38::validate() const {
@@ -85,27 +109,7 @@ void Problem38::validate() const {
   require(!any_of(pooled, non_positive), "pooled size", pooled,
           "AvgPool3d output size is too small (in_size " + in_size.str() + ")");
 
-  // ConvTranspose3d (the module's constructor and ATen's transposed-convolution shape checks).
-  if (conv.groups <= 0) reject("conv.groups must be a positive integer, got " + std::to_string(conv.groups));
-  if (out_channels <= 0)
-    reject("out_channels must be positive, got " + std::to_string(out_channels) + " (empty outputs are not modelled)");
-  if (in_channels % conv.groups != 0)
-    reject("in_channels " + std::to_string(in_channels) + " must be divisible by conv.groups " +
-           std::to_string(conv.groups));
-  if (out_channels % conv.groups != 0)
-    reject("out_channels " + std::to_string(out_channels) + " must be divisible by conv.groups " +
-           std::to_string(conv.groups));
-  require(!any_of(conv.kernel_size, non_positive), "conv.kernel_size", conv.kernel_size,
-          "must be positive (a zero kernel is an empty weight; not modelled)");
-  require(!any_of(conv.stride, non_positive), "conv.stride", conv.stride, "non-positive stride is not supported");
-  require(!any_of(conv.padding, negative), "conv.padding", conv.padding, "negative padding is not supported");
-  require(!any_of(conv.output_padding, negative), "conv.output_padding", conv.output_padding,
-          "negative output_padding is not supported");
-  require(!any_of(conv.dilation, non_positive), "conv.dilation", conv.dilation, "dilation should be greater than zero");
-  for (int a = 0; a < 3; ++a)
-    if (!(conv.output_padding[a] < conv.stride[a] || conv.output_padding[a] < conv.dilation[a]))
-      reject("conv.output_padding " + conv.output_padding.str() + " must be smaller than either conv.stride " +
-             conv.stride.str() + " or conv.dilation " + conv.dilation.str());
+  validate_conv_transpose3d(conv, in_channels, out_channels);
   const Triple out = out_size();
   require(!any_of(out, non_positive), "ConvTranspose3d output size", out,
           "output size is too small (pooled size " + pooled.str() + ", conv.padding " + conv.padding.str() + ")");

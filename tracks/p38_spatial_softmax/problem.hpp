@@ -128,6 +128,12 @@ int64_t pool_out_size(int64_t in, int64_t kernel_size, int64_t stride, int64_t p
 int64_t conv_transpose_out_size(int64_t in, int64_t kernel_size, int64_t stride, int64_t padding,
                                 int64_t output_padding, int64_t dilation);
 
+/// ConvTranspose3d's rules on its own parameters and channel counts (positive groups dividing
+/// both channel counts, positive kernel_size, stride and dilation, non-negative padding,
+/// output_padding smaller than stride or dilation per axis); throws InvalidProblem naming the
+/// parameter. The output size is checked by the caller, which knows the input size.
+void validate_conv_transpose3d(const ConvTranspose3dParams& conv, int64_t in_channels, int64_t out_channels);
+
 /// a*b, throwing InvalidProblem naming `what` when it overflows int64.
 int64_t checked_mul(int64_t a, int64_t b, const char* what);
 
