@@ -28,6 +28,15 @@ What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmak
     own headers by relative quoted includes, so the include path gains the root and tracks/,
     after csrc/, common/ and stages/, so that every existing include resolves as before (common/
     has a problem.hpp too: p38_call.cpp includes "p38_spatial_softmax/rung.hpp").
+  - with_p74=True (python/conv_pool_ladder/p74.py asks for it), problem 74, the third track, the
+    same way: its host code (tracks/p74_backward/: problem, oracle, tolerance), registry,
+    device/geometry.cpp and all its rungs (rung 00 included), plus the problem-38 host code it
+    reuses (problem, oracle, tolerance, rows: CMake's p38_host, which p74_host links; once only
+    when with_p38 is given too), and the operators of csrc/p74_call.cpp. Not runner.cu or
+    main.cpp. A module of its own (conv_pool_ladder_p74, or <stage set>[_p38]_p74). Where the
+    checkout has no tracks/p74_backward/problem.cpp (or no problem-38 track, which it needs)
+    with_p74 raises, and csrc/p74_call.cpp is never compiled. Include path as with_p38;
+    p74_call.cpp includes "p74_backward/rung.hpp".
 Flags: -O3, -std=c++17 (c++20 from torch 2.12 on, whose headers need it; LADDER_CXX_STD overrides),
 code for the local GPU's architecture only (torch.cuda.get_device_capability, sm_90 where none
 is visible; LADDER_CUDA_ARCH=90a overrides), include dirs csrc/, common/ and stages/. The architecture
@@ -71,6 +80,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CSRC = Path(__file__).resolve().parent / "csrc"
 P38_CALL = "p38_call.cpp"  # csrc/ file compiled only with the problem-38 track
+P74_CALL = "p74_call.cpp"  # csrc/ file compiled only with the problem-74 track
+P38_HOST = ("problem.cpp", "oracle.cpp", "tolerance.cpp", "rows.cpp")  # CMake's p38_host
 
 
 def p38_track_dir(root: Path = REPO_ROOT):
@@ -85,9 +96,34 @@ def p38_sources(root: Path = REPO_ROOT) -> list:
     d = p38_track_dir(root)
     if d is None:
         return []
-    host = [d / f for f in ("problem.cpp", "oracle.cpp", "tolerance.cpp", "rows.cpp", "registry.cpp")]
+    host = [d / f for f in P38_HOST + ("registry.cpp",)]
     rungs = sorted(list((d / "rungs").glob("*.cu")) + list((d / "rungs").glob("*.cpp")))
     return host + [d / "device" / "geometry.cpp"] + rungs
+
+
+def p74_track_dir(root: Path = REPO_ROOT):
+    """tracks/p74_backward of this checkout, or None where it (or the problem-38 track it builds
+    on) is absent."""
+    d = root / "tracks" / "p74_backward"
+    return d if (d / "problem.cpp").is_file() and p38_track_dir(root) is not None else None
+
+
+def p74_sources(root: Path = REPO_ROOT) -> list:
+    """The problem-74 track's sources the extension compiles, [] without the track: host code,
+    registry, device/geometry.cpp, every rung (.cu and .cpp), sorted. The problem-38 host code it
+    needs comes from p38_host_sources."""
+    d = p74_track_dir(root)
+    if d is None:
+        return []
+    host = [d / f for f in ("problem.cpp", "oracle.cpp", "tolerance.cpp", "registry.cpp")]
+    rungs = sorted(list((d / "rungs").glob("*.cu")) + list((d / "rungs").glob("*.cpp")))
+    return host + [d / "device" / "geometry.cpp"] + rungs
+
+
+def p38_host_sources(root: Path = REPO_ROOT) -> list:
+    """The problem-38 host code (CMake's p38_host) that the problem-74 track links; [] without it."""
+    d = p38_track_dir(root)
+    return [] if d is None else [d / f for f in P38_HOST]
 
 @dataclass(frozen=True)
 class StageFolder:
@@ -199,11 +235,13 @@ def _write_if_changed(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def extension_name(stages, with_p38: bool = False) -> str:
+def extension_name(stages, with_p38: bool = False, with_p74: bool = False) -> str:
     """One module (and build folder) per stage set: conv_pool_ladder_s01_04_06; with problem
-    38's track, conv_pool_ladder_p38 (no stage) or conv_pool_ladder_s01_04_06_p38."""
-    if with_p38:
-        return "conv_pool_ladder_s" + "_".join(s.id for s in stages) + "_p38" if stages else "conv_pool_ladder_p38"
+    38's track, conv_pool_ladder_p38 (no stage) or conv_pool_ladder_s01_04_06_p38; with problem
+    74's, a further _p74 (conv_pool_ladder_p74, conv_pool_ladder_p38_p74, ...)."""
+    tracks = ("_p38" if with_p38 else "") + ("_p74" if with_p74 else "")
+    if tracks:
+        return ("conv_pool_ladder_s" + "_".join(s.id for s in stages) if stages else "conv_pool_ladder") + tracks
     return "conv_pool_ladder_s" + "_".join(s.id for s in stages) if stages else "conv_pool_ladder_none"
 
 
@@ -220,17 +258,26 @@ def default_build_root() -> Path:
     return Path(tempfile.gettempdir()) / f"conv_pool_ladder_ext_{user}" / checkout
 
 
-def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT, with_p38: bool = False) -> list:
+def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT, with_p38: bool = False,
+                    with_p74: bool = False) -> list:
     """Writes the registry and one #include wrapper per project source; returns the sources
     to compile (csrc/ first, binding.cpp at its head). with_p38: problem 38's track and
-    csrc/p38_call.cpp too (RuntimeError where the checkout has no track)."""
+    csrc/p38_call.cpp too (RuntimeError where the checkout has no track). with_p74: problem 74's
+    track, the problem-38 host code it needs and csrc/p74_call.cpp (RuntimeError where the
+    checkout lacks either track)."""
     src_dir = build_dir / "src"
     src_dir.mkdir(parents=True, exist_ok=True)
     track = p38_track_dir(root)
     if with_p38 and track is None:
         raise RuntimeError(f"problem 38's track is not in this checkout ({root / 'tracks' / 'p38_spatial_softmax'} "
                            "has no problem.cpp): no p38 operators can be built")
-    skip = {"binding.cpp"} | (set() if with_p38 else {P38_CALL})
+    track74 = p74_track_dir(root)
+    if with_p74 and track74 is None:
+        missing = root / "tracks" / ("p74_backward" if track is not None else "p38_spatial_softmax")
+        raise RuntimeError(f"problem 74's track is not in this checkout ({missing} has no problem.cpp; the "
+                           "problem-74 track needs tracks/p74_backward and tracks/p38_spatial_softmax): no p74 "
+                           "operators can be built")
+    skip = {"binding.cpp"} | (set() if with_p38 else {P38_CALL}) | (set() if with_p74 else {P74_CALL})
     sources = [str(CSRC / "binding.cpp")] + [str(p) for p in sorted(CSRC.glob("*.cpp")) if p.name not in skip]
 
     def wrap(prefix: str, path: Path, definitions=()) -> None:
@@ -244,8 +291,11 @@ def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT, with_p38: b
     for s in stages:
         for p in s.sources:
             wrap(f"stage{s.id}", p, s.definitions)
-    for p in p38_sources(root) if with_p38 else []:  # p38_<folder>__<name>: not common's problem.cpp
+    p38_files = p38_sources(root) if with_p38 else p38_host_sources(root) if with_p74 else []
+    for p in p38_files:  # p38_<folder>__<name>: not common's problem.cpp
         wrap("p38" + "".join(f"_{part}" for part in p.relative_to(track).parent.parts), p)
+    for p in p74_sources(root) if with_p74 else []:  # p74_<folder>__<name>
+        wrap("p74" + "".join(f"_{part}" for part in p.relative_to(track74).parent.parts), p)
     registry = src_dir / "registry.cpp"
     write_registry(registry, [s.id for s in stages], root)
     sources.append(str(registry))
@@ -367,16 +417,18 @@ def _environment(**values):
 _LOADED = {}
 
 
-def load_extension(stages=None, verbose: bool = False, build_dir=None, with_p38: bool = False):
+def load_extension(stages=None, verbose: bool = False, build_dir=None, with_p38: bool = False,
+                   with_p74: bool = False):
     """Builds (if needed) and imports the binding for the given GPU stages (default: all), with
-    problem 38's track and its operators (torch.ops.<module>.p38_*) if with_p38.
+    problem 38's track and its operators (torch.ops.<module>.p38_*) if with_p38, and problem
+    74's (torch.ops.<module>.p74_*) if with_p74.
 
     The first build of a stage set takes a minute or so (nvcc on every source); later calls
     in new processes only re-run ninja, which rebuilds what changed. The build folder is
     default_build_root()/<module name> unless build_dir is given.
     """
     selected = select_stages(stages)
-    name = extension_name(selected, with_p38)
+    name = extension_name(selected, with_p38, with_p74)
     if name in _LOADED:
         return _LOADED[name]
 
@@ -385,15 +437,16 @@ def load_extension(stages=None, verbose: bool = False, build_dir=None, with_p38:
 
     build = Path(build_dir) if build_dir else default_build_root() / name
     build.mkdir(parents=True, exist_ok=True)
-    sources = wrapper_sources(selected, build, with_p38=with_p38)
+    sources = wrapper_sources(selected, build, with_p38=with_p38, with_p74=with_p74)
     std = cxx_standard(torch)
     arch = cuda_arch(torch)
     includes = [str(CSRC), str(REPO_ROOT / "common"), str(REPO_ROOT / "stages")]
-    if with_p38:  # the track's "common/cuda_check.hpp" from the root; p38_call.cpp's "p38_spatial_softmax/..."
+    if with_p38 or with_p74:  # "common/cuda_check.hpp" from the root; "p38_spatial_softmax/...", "p74_backward/..."
         includes += [str(REPO_ROOT), str(REPO_ROOT / "tracks")]
     if verbose:
         print(f"[conv_pool_ladder] building {name} in {build}: std={std}, sm_{arch}, "
-              f"stages {[s.folder for s in selected]}{', problem 38' if with_p38 else ''}", file=sys.stderr)
+              f"stages {[s.folder for s in selected]}{', problem 38' if with_p38 else ''}"
+              f"{', problem 74' if with_p74 else ''}", file=sys.stderr)
     env = {"TORCH_CUDA_ARCH_LIST": torch_arch_list(arch), **build_compilers(build / "probe")}
     with _environment(**env):
         module = cpp_extension.load(

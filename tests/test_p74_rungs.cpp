@@ -1,0 +1,550 @@
+// The problem-74 track's rungs against the fp64 oracles, elementwise at the derived tolerances:
+// a shape matrix that reaches every path (the KernelBench geometry family of the fast rungs 04
+// and 09 and its edges, groups, per-axis parameters, dilation, overlapping and padded pooling
+// windows, ceil_mode, channel tails, slopes), random parameter sets, exact inputs (bitwise
+// equality, including windows where every value ties), the KernelBench size, determinism; the
+// runner on the CPU rung; and the checks shown to reject broken results. GPU tests skip,
+// visibly, without a device; the others run anywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "p74_backward/runner.hpp"
+#include "skip_without_gpu.hpp"
+
+namespace p74 = ladder::p74;
+using p74::Problem74;
+using p74::Triple;
+
+namespace {
+
+/// KernelBench's parameters (conv k3 s2 p1 op1, MaxPool3d(2), slope 0.2) at a small size.
+Problem74 base(int64_t batch, int64_t cin, int64_t cout, Triple in) {
+  Problem74 p;
+  p.batch = batch, p.in_channels = cin, p.out_channels = cout, p.in_size = in;
+  return p;
+}
+
+struct Case {
+  std::string name;
+  Problem74 p;
+  bool kernelbench_family = false;  ///< rungs 04 and 09 must support it
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+std::vector<Case> shape_matrix() {
+  std::vector<Case> m;
+  m.push_back({"kernelbench_shape_small", base(2, 4, 8, {4, 6, 8}), true});
+  Problem74 p = base(2, 3, 5, {3, 5, 6});
+  p.conv.output_padding = Triple::cube(0);  // odd conv sizes: the pool drops the last plane
+  m.push_back({"output_padding_0", p, true});
+  p = base(1, 2, 5, {3, 3, 5});
+  p.conv.output_padding = {1, 0, 1};
+  m.push_back({"kernelbench_family_mixed_output_padding", p, true});
+  p = base(1, 3, 17, {3, 4, 5});  // 17 channels: a partial channel tile
+  p.negative_slope = 0.01;
+  m.push_back({"channel_tail_17_slope_0_01", p, true});
+  p = base(2, 5, 5, {2, 3, 4});
+  p.negative_slope = 1.0;  // both LeakyReLUs are the identity
+  m.push_back({"channel_tail_5_slope_1", p, true});
+  p = base(2, 4, 6, {4, 5, 6});
+  p.conv.groups = 2;
+  m.push_back({"groups_2", p});
+  p = base(2, 2, 3, {4, 5, 6});
+  p.conv.kernel_size = {3, 2, 3}, p.conv.stride = {2, 1, 2}, p.conv.padding = {1, 0, 1};
+  p.conv.output_padding = {1, 0, 0};
+  p.pool.kernel_size = {2, 1, 2};
+  m.push_back({"per_axis_parameters", p});
+  p = base(1, 2, 4, {4, 5, 5});
+  p.conv.dilation = Triple::cube(2), p.conv.padding = Triple::cube(2);
+  m.push_back({"conv_dilation_2", p});
+  p = base(2, 3, 4, {3, 4, 4});
+  p.pool.kernel_size = Triple::cube(3), p.pool.stride = Triple::cube(1);  // overlapping windows: gradients add
+  m.push_back({"pool_stride_1_overlapping", p});
+  p = base(1, 2, 3, {4, 5, 6});
+  p.pool.kernel_size = Triple::cube(3), p.pool.stride = Triple::cube(2), p.pool.padding = Triple::cube(1);
+  p.pool.dilation = {2, 1, 2}, p.pool.ceil_mode = true;
+  m.push_back({"pool_padding_dilation_ceil_mode", p});
+  return m;
+}
+
+/// A valid random problem with at most 20000 conv elements.
+Problem74 random_problem(std::mt19937_64& rng) {
+  auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  const double slopes[] = {0.2, 0.01, 1.0, 0.0, -0.3};
+  for (;;) {
+    Problem74 p;
+    p.conv.groups = pick(1, 2);
+    p.batch = pick(1, 2);
+    p.in_channels = p.conv.groups * pick(1, 4);
+    p.out_channels = p.conv.groups * pick(1, 6);
+    p.in_size = {pick(1, 6), pick(1, 6), pick(1, 6)};
+    p.conv.kernel_size = {pick(1, 4), pick(1, 4), pick(1, 4)};
+    p.conv.stride = {pick(1, 3), pick(1, 3), pick(1, 3)};
+    p.conv.dilation = {pick(1, 2), pick(1, 2), pick(1, 2)};
+    p.conv.padding = {pick(0, 2), pick(0, 2), pick(0, 2)};
+    p.conv.output_padding = {pick(0, 2), pick(0, 2), pick(0, 2)};
+    p.negative_slope = slopes[pick(0, 4)];
+    p.pool.kernel_size = {pick(1, 3), pick(1, 3), pick(1, 3)};
+    if (pick(0, 1)) p.pool.stride = Triple{pick(1, 3), pick(1, 3), pick(1, 3)};
+    p.pool.padding = {pick(0, 1), pick(0, 1), pick(0, 1)};
+    p.pool.dilation = {pick(1, 2), pick(1, 2), pick(1, 2)};
+    p.pool.ceil_mode = pick(0, 1);
+    p.seed = rng();
+    try {
+      p.validate();
+      if (p.conv_elems() <= 20000 && p.out_elems() >= 1) return p;
+    } catch (const p74::InvalidProblem&) {
+    }
+  }
+}
+
+std::vector<const p74::Rung*> gpu_rungs(bool forward) {
+  std::vector<const p74::Rung*> r;
+  for (const p74::Rung* rung : p74::rungs())
+    if (!rung->is_cpu() && (forward ? rung->forward != nullptr : rung->backward != nullptr)) r.push_back(rung);
+  return r;
+}
+
+/// Whether `rung` runs p; prints the reason when it does not, and fails if it must run p.
+bool supported(const p74::Rung& rung, const Problem74& p, bool must) {
+  const std::string why = rung.why_unsupported(p);
+  if (why.empty()) return true;
+  std::cout << "[ skipped  ] rung " << rung.label() << ": " << why << "\n";
+  if (must) ADD_FAILURE() << "rung " << rung.label() << " must support " << p.describe() << ": " << why;
+  return false;
+}
+
+bool fast_rung(const p74::Rung& r) { return r.id == "04" || r.id == "09"; }
+
+/// Every forward rung in `rungs` on p against the oracle; returns how many ran.
+int check_forward_rungs(const Problem74& p, const std::vector<const p74::Rung*>& rungs, const std::string& what,
+                        bool family = false) {
+  const p74::Inputs in = p74::make_inputs(p);
+  const p74::Forward ref = p74::forward(p, in);
+  const p74::ForwardTolerance tol = p74::forward_tolerance(p, ref);
+  int ran = 0;
+  for (const p74::Rung* rung : rungs) {
+    if (!supported(*rung, p, family && fast_rung(*rung))) continue;
+    const p74::ForwardCheck c = p74::check_forward(p, ref, tol, p74::run_forward_once(*rung, p, in));
+    EXPECT_TRUE(c.pass()) << "rung " << rung->label() << ", " << what << ": " << c.summary() << "\n" << p.describe();
+    ++ran;
+  }
+  return ran;
+}
+
+/// Every backward rung in `rungs` on p, from the oracle's saved state, against the backward oracle.
+int check_backward_rungs(const Problem74& p, const std::vector<const p74::Rung*>& rungs, const std::string& what,
+                         bool family = false) {
+  const p74::Inputs in = p74::make_inputs(p);
+  const p74::Saved saved = p74::saved_from(p74::forward(p, in));
+  const std::vector<float> grad_out = p74::make_grad_out(p);
+  const p74::Grads ref = p74::backward(p, in, saved, grad_out);
+  const p74::GradTolerance tol = p74::grad_tolerance(p, ref);
+  int ran = 0;
+  for (const p74::Rung* rung : rungs) {
+    if (!supported(*rung, p, family && fast_rung(*rung))) continue;
+    const p74::GradCheck c = p74::check_grads(ref, tol, p74::run_backward_once(*rung, p, in, saved, grad_out));
+    EXPECT_TRUE(c.pass()) << "rung " << rung->label() << ", " << what << ": " << c.summary() << "\n" << p.describe();
+    ++ran;
+  }
+  return ran;
+}
+
+/// Elements where `got` differs from `want` (fp32 against the exact fp64 value, or offsets).
+template <typename G, typename W>
+int64_t unequal(const std::vector<G>& got, const std::vector<W>& want, int64_t* first) {
+  int64_t n = 0;
+  *first = -1;
+  if (got.size() != want.size()) return int64_t(std::max(got.size(), want.size()));
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(double(got[i]) == double(want[i]))) {
+      if (n++ == 0) *first = int64_t(i);
+    }
+  return n;
+}
+
+#define EXPECT_EXACT(got, want, what)                                                          \
+  do {                                                                                         \
+    int64_t first_ = -1;                                                                       \
+    const int64_t n_ = unequal(got, want, &first_);                                            \
+    EXPECT_EQ(n_, 0) << what << ": " << n_ << " elements differ, the first at " << first_;     \
+  } while (0)
+
+Problem74 exact(Problem74 p) {
+  p.distribution = p74::Distribution::Exact;
+  p.negative_slope = 0.25;
+  return p;
+}
+
+/// Exact inputs: every forward and backward value of each rung in `rungs` equals the oracle's,
+/// bit for bit. `zero_weight` makes every value of a channel tie, so every argmax must be offset
+/// 0 and every gradient goes to the windows' first positions.
+void check_exact(const Problem74& p, bool zero_weight, const std::string& what,
+                 const std::vector<const p74::Rung*>& rungs) {
+  p74::Inputs in = p74::make_inputs(p);
+  if (zero_weight) std::fill(in.weight.begin(), in.weight.end(), 0.0f);
+  const p74::Forward ref = p74::forward(p, in);
+  const p74::Saved saved = p74::saved_from(ref);
+  if (zero_weight) {
+    for (int32_t a : ref.argmax) ASSERT_EQ(a, 0) << what << ": the oracle breaks a tie away from offset 0";
+  }
+  const std::vector<float> grad_out = p74::make_grad_out(p);
+  const p74::Grads g = p74::backward(p, in, saved, grad_out);
+  for (const p74::Rung* rung : rungs) {
+    if (!rung->why_unsupported(p).empty()) continue;
+    const std::string label = what + ", rung " + rung->label();
+    if (rung->has_forward()) {
+      const p74::ForwardResult f = p74::run_forward_once(*rung, p, in);
+      EXPECT_EXACT(f.out, ref.out, label + " out");
+      EXPECT_EXACT(f.argmax, ref.argmax, label + " argmax");
+      EXPECT_EXACT(f.y, ref.y_at_argmax, label + " y_saved");
+    }
+    if (rung->has_backward()) {
+      const p74::GradResult b = p74::run_backward_once(*rung, p, in, saved, grad_out);
+      EXPECT_EXACT(b.grad_x, g.grad_x, label + " grad_x");
+      EXPECT_EXACT(b.grad_weight, g.grad_weight, label + " grad_weight");
+      EXPECT_EXACT(b.grad_bias, g.grad_bias, label + " grad_bias");
+      EXPECT_EXACT(b.grad_multiplier, g.grad_multiplier, label + " grad_multiplier");
+    }
+  }
+}
+
+/// check_exact on every case of the shape matrix whose exact inputs stay exact; returns how many.
+int check_exact_matrix(const std::vector<const p74::Rung*>& rungs) {
+  int ran = 0;
+  for (const Case& c : shape_matrix()) {
+    const Problem74 p = exact(c.p);
+    try {
+      p74::exact_check(p);
+    } catch (const p74::InvalidProblem& e) {
+      std::cout << "[ skipped  ] " << c.name << " (exact): " << e.what() << "\n";
+      continue;
+    }
+    check_exact(p, false, c.name + " (exact)", rungs);
+    ++ran;
+  }
+  return ran;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+// --- the checks, on the CPU rung's results: they pass, and every kind of damage fails ---------------
+
+class P74Checker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    p = shape_matrix()[0].p;
+    in = p74::make_inputs(p);
+    ref = p74::forward(p, in);
+    tol = p74::forward_tolerance(p, ref);
+    good = p74::run_forward_once(p74::find_rung("00"), p, in);
+    saved = p74::saved_from(ref);
+    grad_out = p74::make_grad_out(p);
+    grads = p74::backward(p, in, saved, grad_out);
+    gtol = p74::grad_tolerance(p, grads);
+    good_grads = p74::run_backward_once(p74::find_rung("00"), p, in, saved, grad_out);
+  }
+  bool forward_passes(const p74::ForwardResult& r) const { return p74::check_forward(p, ref, tol, r).pass(); }
+  bool grads_pass(const p74::GradResult& r) const { return p74::check_grads(grads, gtol, r).pass(); }
+  Problem74 p;
+  p74::Inputs in;
+  p74::Forward ref;
+  p74::ForwardTolerance tol;
+  p74::ForwardResult good;
+  p74::Saved saved;
+  std::vector<float> grad_out;
+  p74::Grads grads;
+  p74::GradTolerance gtol;
+  p74::GradResult good_grads;
+};
+
+TEST_F(P74Checker, CpuRungPasses) {
+  EXPECT_TRUE(forward_passes(good)) << p74::check_forward(p, ref, tol, good).summary();
+  EXPECT_TRUE(grads_pass(good_grads)) << p74::check_grads(grads, gtol, good_grads).summary();
+}
+
+TEST_F(P74Checker, OutOffByTwiceTheToleranceFails) {
+  size_t i = 0;
+  for (size_t k = 0; k < tol.out.size(); ++k)
+    if (tol.out[k] > tol.out[i]) i = k;
+  ASSERT_GT(tol.out[i], 0.0);
+  p74::ForwardResult bad = good;
+  bad.out[i] = float(ref.out[i] + 2 * tol.out[i]);
+  EXPECT_FALSE(forward_passes(bad));
+}
+
+TEST_F(P74Checker, MovedArgmaxFails) {
+  // A window whose other position is clearly below the maximum; the rung "picks" it, and saves
+  // the oracle's y there (so only the argmax can be wrong).
+  const int64_t n = p.out_elems();
+  for (int64_t q = 0; q < n; ++q)
+    for (int32_t off = 0; off < int32_t(p.pool_window()); ++off) {
+      const int64_t pos = p74::argmax_position(p, q, off);
+      if (pos < 0 || ref.z[size_t(pos)] > ref.out[size_t(q)] - 1e-3) continue;
+      p74::ForwardResult bad = good;
+      bad.argmax[size_t(q)] = off;
+      bad.y[size_t(q)] = float(ref.y[size_t(pos)]);
+      const p74::ForwardCheck c = p74::check_forward(p, ref, tol, bad);
+      EXPECT_FALSE(c.pass());
+      EXPECT_GT(c.argmax_failures, 0);
+      return;
+    }
+  FAIL() << "no window with a clearly smaller value";
+}
+
+TEST_F(P74Checker, UnwrittenForwardOutputsFail) {
+  p74::ForwardResult bad = good;
+  bad.out[3] = std::nanf("");
+  EXPECT_FALSE(forward_passes(bad));
+  bad = good;
+  bad.argmax[5] = -1;
+  EXPECT_FALSE(forward_passes(bad));
+  bad = good;
+  bad.y[7] = std::nanf("");
+  EXPECT_FALSE(forward_passes(bad));
+}
+
+TEST_F(P74Checker, GradientOffOnePercentFails) {
+  auto largest = [](const std::vector<double>& v) {
+    size_t i = 0;
+    for (size_t k = 0; k < v.size(); ++k)
+      if (std::fabs(v[k]) > std::fabs(v[i])) i = k;
+    return i;
+  };
+  p74::GradResult bad = good_grads;
+  bad.grad_weight[largest(grads.grad_weight)] *= 1.01f;
+  EXPECT_FALSE(grads_pass(bad));
+  bad = good_grads;
+  bad.grad_x[largest(grads.grad_x)] *= 1.01f;
+  EXPECT_FALSE(grads_pass(bad));
+  bad = good_grads;
+  bad.grad_multiplier[largest(grads.grad_multiplier)] *= 1.01f;
+  EXPECT_FALSE(grads_pass(bad));
+}
+
+TEST_F(P74Checker, NanOrUnwrittenGradientFails) {
+  p74::GradResult bad = good_grads;
+  bad.grad_bias[1] = std::nanf("");
+  EXPECT_FALSE(grads_pass(bad));
+  bad = good_grads;
+  bad.grad_x[bad.grad_x.size() - 1] = std::nanf("");  // the last element: a kernel's tail left unwritten
+  EXPECT_FALSE(grads_pass(bad));
+}
+
+TEST(P74Runner, SamplesAndBackwardMacs) {
+  const Problem74 kb = Problem74::kernelbench();
+  EXPECT_EQ(p74::samples_to_check(kb, 2e9, 2), (std::vector<int64_t>{0, 15}));
+  EXPECT_EQ(p74::samples_to_check(kb, 1e3, 2), std::vector<int64_t>{});
+  EXPECT_EQ(p74::samples_to_check(shape_matrix()[0].p, 2e9, 2), (std::vector<int64_t>{0, 1}));
+  // kernel 1, stride 1: one tap per conv position; MaxPool3d(2) routes each window to one
+  // distinct position, so 2 * out_elems * in_channels multiply-adds.
+  Problem74 p = base(1, 3, 2, {4, 4, 4});
+  p.conv.kernel_size = Triple::cube(1), p.conv.stride = Triple::cube(1), p.conv.padding = Triple::cube(0);
+  p.conv.output_padding = Triple::cube(0);
+  p74::Saved s{std::vector<int32_t>(size_t(p.out_elems()), 3), std::vector<float>(size_t(p.out_elems()), 1.0f)};
+  EXPECT_EQ(p74::backward_macs(p, s), 2.0 * double(p.out_elems()) * 3);
+}
+
+TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
+  const Problem74 ok = shape_matrix()[0].p;
+  for (const char* id : {"04", "09"}) {
+    const p74::Rung* r = &p74::find_rung(id);
+    EXPECT_EQ(r->why_unsupported(ok), "") << id;
+    Problem74 p = ok;
+    p.conv.groups = 2;
+    p.in_channels = 4;
+    EXPECT_NE(r->why_unsupported(p).find("groups"), std::string::npos) << id << ": " << r->why_unsupported(p);
+    p = ok;
+    p.pool.ceil_mode = true;
+    EXPECT_NE(r->why_unsupported(p).find("ceil_mode"), std::string::npos) << id << ": " << r->why_unsupported(p);
+    p = ok;
+    p.conv.dilation = Triple::cube(2);
+    EXPECT_NE(r->why_unsupported(p).find("dilation"), std::string::npos) << id << ": " << r->why_unsupported(p);
+  }
+  EXPECT_TRUE(p74::find_rung("08").deterministic);
+  EXPECT_TRUE(p74::find_rung("09").deterministic);
+  EXPECT_THROW(p74::find_rung("99"), std::invalid_argument);
+}
+
+TEST(P74Runner, CpuRungThroughTheTrack) {
+  Problem74 p = base(1, 2, 3, {2, 3, 4});
+  p74::TrackOptions opt;
+  opt.rung_ids = {"00"};
+  opt.progress = false;
+  opt.json_path = ::testing::TempDir() + "p74_runner_test.json";
+  const p74::TrackReport r = p74::run_track(p, opt);
+  ASSERT_EQ(r.rungs.size(), 2u);
+  for (const p74::RungResult& g : r.rungs) {
+    EXPECT_TRUE(g.ran) << g.pass << ": " << g.note;
+    EXPECT_TRUE(g.checked) << g.pass;
+    EXPECT_TRUE(g.check_passed()) << g.pass;
+  }
+  EXPECT_EQ(r.saved_from, "00");
+  EXPECT_TRUE(r.all_passed());
+  EXPECT_NE(p74::format_table(r).find("00 cpu_reference"), std::string::npos);
+  EXPECT_NE(read_text(opt.json_path).find("\"p74_ladder/1\""), std::string::npos);
+  std::remove(opt.json_path.c_str());
+}
+
+TEST(P74Runner, CpuRungMatchesTheOraclesOnTheShapeMatrix) {
+  const std::vector<const p74::Rung*> cpu{&p74::find_rung("00")};
+  for (const Case& c : shape_matrix()) {
+    EXPECT_EQ(check_forward_rungs(c.p, cpu, c.name), 1);
+    EXPECT_EQ(check_backward_rungs(c.p, cpu, c.name), 1);
+  }
+}
+
+TEST(P74Runner, CpuRungOnRandomProblems) {  // the generator, the oracles and rung 00 together
+  std::mt19937_64 rng(74);
+  const std::vector<const p74::Rung*> cpu{&p74::find_rung("00")};
+  for (int i = 0; i < 24; ++i) {
+    const Problem74 p = random_problem(rng);
+    EXPECT_EQ(check_forward_rungs(p, cpu, "random problem " + std::to_string(i)), 1);
+    EXPECT_EQ(check_backward_rungs(p, cpu, "random problem " + std::to_string(i)), 1);
+  }
+}
+
+TEST(P74Runner, CpuRungExact) {
+  const std::vector<const p74::Rung*> cpu{&p74::find_rung("00")};
+  EXPECT_GE(check_exact_matrix(cpu), 5);
+  check_exact(exact(shape_matrix()[0].p), true, "all ties, kernelbench shape", cpu);
+  check_exact(exact(shape_matrix()[8].p), true, "all ties, overlapping windows", cpu);
+}
+
+// --- every GPU rung against the oracles --------------------------------------------------------
+
+class P74ShapeMatrix : public ::testing::TestWithParam<Case> {};
+
+TEST_P(P74ShapeMatrix, ForwardRungsMatchTheOracle) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  EXPECT_GT(check_forward_rungs(c.p, gpu_rungs(true), c.name, c.kernelbench_family), 0);
+}
+
+TEST_P(P74ShapeMatrix, BackwardRungsMatchTheOracle) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  EXPECT_GT(check_backward_rungs(c.p, gpu_rungs(false), c.name, c.kernelbench_family), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(P74, P74ShapeMatrix, ::testing::ValuesIn(shape_matrix()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+TEST(P74Rungs, RandomProblems) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(74);
+  for (int i = 0; i < 24; ++i) {
+    const Problem74 p = random_problem(rng);
+    const std::string what = "random problem " + std::to_string(i);
+    check_forward_rungs(p, gpu_rungs(true), what);
+    check_backward_rungs(p, gpu_rungs(false), what);
+  }
+}
+
+TEST(P74Rungs, ExactInputs) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_GE(check_exact_matrix(p74::rungs()), 5);
+}
+
+TEST(P74Rungs, AllTiesRouteToOffsetZero) {
+  SKIP_WITHOUT_GPU();
+  check_exact(exact(shape_matrix()[0].p), true, "all ties, kernelbench shape", p74::rungs());
+  check_exact(exact(shape_matrix()[8].p), true, "all ties, overlapping windows", p74::rungs());
+}
+
+TEST(P74Rungs, KernelBenchSizeForward) {
+  SKIP_WITHOUT_GPU();
+  const Problem74 p = Problem74::kernelbench();
+  const p74::Inputs in = p74::make_inputs(p);
+  const std::vector<int64_t> samples{0, p.batch - 1};
+  const p74::ForwardResult a = p74::run_forward_once(p74::find_rung("03"), p, in);
+  const p74::ForwardResult b = p74::run_forward_once(p74::find_rung("04"), p, in);
+  for (const auto* r : {&a, &b}) {
+    const p74::ForwardCheck c = p74::check_forward_samples(p, in, *r, samples);
+    EXPECT_TRUE(c.pass()) << (r == &a ? "03" : "04") << ": " << c.summary();
+  }
+  // Over the whole batch, 03 and 04 agree: both lie within the tolerance of the truth, so within
+  // twice the tolerance of each other; sample 0's largest tolerance stands for every sample's
+  // (the inputs are identically distributed). Where their argmax differs, the two maxima agree
+  // as closely (a near-tie).
+  Problem74 one = p;
+  one.batch = 1;
+  const int64_t per_x = p.x_elems() / p.batch;
+  const p74::Inputs part{std::vector<float>(in.x.begin(), in.x.begin() + per_x), in.weight, in.bias, in.multiplier};
+  const p74::Forward ref0 = p74::forward(one, part);
+  const p74::ForwardTolerance tol0 = p74::forward_tolerance(one, ref0);
+  const double bound = 2 * *std::max_element(tol0.out.begin(), tol0.out.end());
+  int64_t nan = 0, far = 0, differ = 0;
+  for (size_t i = 0; i < a.out.size(); ++i) {
+    nan += std::isnan(a.out[i]) + std::isnan(b.out[i]) + std::isnan(a.y[i]) + std::isnan(b.y[i]);
+    far += std::fabs(double(a.out[i]) - double(b.out[i])) > bound;
+    differ += a.argmax[i] != b.argmax[i];
+  }
+  EXPECT_EQ(nan, 0);
+  EXPECT_EQ(far, 0) << "elements where 03 and 04 differ by more than " << bound;
+  EXPECT_LE(differ, p.out_elems() / 1000) << "argmax differences (near-ties) between 03 and 04";
+}
+
+TEST(P74Rungs, KernelBenchSizeBackward) {
+  SKIP_WITHOUT_GPU();
+  const Problem74 p = Problem74::kernelbench();
+  const p74::Inputs in = p74::make_inputs(p);
+  const p74::Saved saved = p74::run_forward_once(p74::find_rung("04"), p, in).saved();
+  const std::vector<float> grad_out = p74::make_grad_out(p);
+  const p74::Grads ref = p74::backward(p, in, saved, grad_out);  // about 1e9 multiply-adds: seconds
+  const p74::GradTolerance tol = p74::grad_tolerance(p, ref);
+  for (const p74::Rung* rung : gpu_rungs(false)) {
+    const p74::GradCheck c = p74::check_grads(ref, tol, p74::run_backward_once(*rung, p, in, saved, grad_out));
+    EXPECT_TRUE(c.pass()) << "rung " << rung->label() << ": " << c.summary();  // NaN fails too
+  }
+}
+
+TEST(P74Rungs, DeterministicRungsAreBitwiseRepeatable) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : {shape_matrix()[0], shape_matrix()[8]}) {
+    const p74::Inputs in = p74::make_inputs(c.p);
+    const p74::Saved saved = p74::saved_from(p74::forward(c.p, in));
+    const std::vector<float> grad_out = p74::make_grad_out(c.p);
+    for (const p74::Rung* rung : p74::rungs()) {
+      if (rung->is_cpu() || !rung->deterministic || !rung->why_unsupported(c.p).empty()) continue;
+      if (rung->forward) {
+        EXPECT_TRUE(p74::bitwise_equal(p74::run_forward_once(*rung, c.p, in), p74::run_forward_once(*rung, c.p, in)))
+            << rung->label() << ", " << c.name;
+      }
+      if (rung->backward) {
+        EXPECT_TRUE(p74::bitwise_equal(p74::run_backward_once(*rung, c.p, in, saved, grad_out),
+                                       p74::run_backward_once(*rung, c.p, in, saved, grad_out)))
+            << rung->label() << ", " << c.name;
+      }
+    }
+  }
+}
+
+TEST(P74Rungs, UnsupportedProblemIsAClearError) {
+  SKIP_WITHOUT_GPU();
+  const Problem74 p = shape_matrix()[5].p;  // groups 2
+  const p74::Inputs in = p74::make_inputs(p);
+  try {
+    p74::run_forward_once(p74::find_rung("04"), p, in);
+    FAIL() << "rung 04 ran groups 2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("groups"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(p74::run_forward_once(p74::find_rung("08"), p, in), std::invalid_argument);  // no forward pass
+}

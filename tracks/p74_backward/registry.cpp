@@ -1,0 +1,33 @@
+#include <stdexcept>
+
+#include "rung.hpp"
+
+namespace ladder::p74 {
+
+const Rung& rung_00();
+const Rung& rung_01();
+const Rung& rung_02();
+const Rung& rung_03();
+const Rung& rung_04();
+const Rung& rung_05();
+const Rung& rung_06();
+const Rung& rung_07();
+const Rung& rung_08();
+const Rung& rung_09();
+
+const std::vector<const Rung*>& rungs() {
+  static const std::vector<const Rung*> all{&rung_00(), &rung_01(), &rung_02(), &rung_03(), &rung_04(),
+                                            &rung_05(), &rung_06(), &rung_07(), &rung_08(), &rung_09()};
+  return all;
+}
+
+const Rung& find_rung(const std::string& key) {
+  std::string names;
+  for (const Rung* r : rungs()) {
+    if (r->id == key || r->name == key || r->id + "_" + r->name == key) return *r;
+    names += (names.empty() ? "" : ", ") + r->label();
+  }
+  throw std::invalid_argument("no rung '" + key + "' in the problem-74 track; rungs: " + names);
+}
+
+}  // namespace ladder::p74

@@ -1,0 +1,292 @@
+// The problem-74 runner's helpers: device buffers, timing with CUDA events, the sampled forward
+// check, the backward's multiply-add count and bitwise comparison (runner_support.hpp, runner.hpp).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "cuda_check.hpp"
+#include "runner.hpp"
+#include "runner_support.hpp"
+
+namespace ladder::p74 {
+
+namespace detail {
+
+void DeviceForwardOut::poison(cudaStream_t s) const {
+  CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), s));  // all bits set: NaN
+  CUDA_CHECK(cudaMemsetAsync(y.get(), 0xff, y.bytes(), s));
+  CUDA_CHECK(cudaMemsetAsync(argmax.get(), 0xff, argmax.bytes(), s));  // -1
+}
+
+DeviceBackwardIo::DeviceBackwardIo(const Problem74& p, const Saved& saved, const std::vector<float>& g)
+    : grad_out(upload(g, "grad_out")), y_saved(upload(saved.y, "saved y")), argmax(upload(saved.argmax, "saved argmax")),
+      grad_x(size_t(std::max<int64_t>(p.x_elems(), 1)), "grad_x"),
+      grad_weight(size_t(std::max<int64_t>(p.weight_elems(), 1)), "grad_weight"),
+      grad_bias(size_t(p.out_channels), "grad_bias"), grad_multiplier(size_t(p.out_channels), "grad_multiplier"),
+      nx(size_t(p.x_elems())), nw(size_t(p.weight_elems())), nc(size_t(p.out_channels)) {
+  const size_t n = size_t(p.out_elems());
+  if (saved.argmax.size() != n || saved.y.size() != n || g.size() != n)
+    throw std::invalid_argument("backward: saved argmax (" + std::to_string(saved.argmax.size()) + "), saved y (" +
+                                std::to_string(saved.y.size()) + ") and grad_out (" + std::to_string(g.size()) +
+                                ") must each have " + std::to_string(n) + " elements for " + p.describe());
+}
+
+void DeviceBackwardIo::poison(cudaStream_t s) const {
+  for (const DeviceBuffer<float>* b : {&grad_x, &grad_weight, &grad_bias, &grad_multiplier})
+    CUDA_CHECK(cudaMemsetAsync(b->get(), 0xff, b->bytes(), s));
+}
+
+double DeviceBackwardIo::bytes() const {
+  return double(grad_out.bytes() + y_saved.bytes() + argmax.bytes() + grad_x.bytes() + grad_weight.bytes() +
+                grad_bias.bytes() + grad_multiplier.bytes());
+}
+
+void require_supported(const Rung& rung, const Problem74& p) {
+  const std::string why = rung.why_unsupported(p);
+  if (!why.empty()) throw std::invalid_argument("rung " + rung.label() + " cannot run " + p.describe() + ": " + why);
+}
+
+namespace {
+
+/// Records a CUDA event at every mark; events are created once and reused by later repetitions.
+class EventMarks : public PhaseMarks {
+ public:
+  explicit EventMarks(cudaStream_t stream) : stream_(stream) {}
+  ~EventMarks() override {
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+  }
+  void begin(const char* phase) override {
+    if (marks_.size() == pool_.size()) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      pool_.push_back(e);
+    }
+    CUDA_CHECK(cudaEventRecord(pool_[marks_.size()], stream_));
+    marks_.emplace_back(phase, pool_[marks_.size()]);
+  }
+  void reset() { marks_.clear(); }
+  const std::vector<std::pair<std::string, cudaEvent_t>>& marks() const { return marks_; }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> pool_;
+  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+};
+
+/// Two events, destroyed with the object (also when a check throws).
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~EventPair() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+};
+
+}  // namespace
+
+Spread time_marked(const std::function<void(PhaseMarks*)>& run, const std::function<void()>& before, int warmup,
+                   int reps, const L2Flush* flush, cudaStream_t stream,
+                   std::vector<std::pair<std::string, double>>* phase_ms) {
+  EventMarks marks(stream);
+  EventPair ev;
+  for (int i = 0; i < warmup; ++i) {
+    before();
+    run(nullptr);
+  }
+  std::vector<double> total;
+  std::vector<std::pair<std::string, std::vector<double>>> phases;
+  for (int i = 0; i < reps; ++i) {
+    if (flush) (*flush)(stream);
+    before();
+    marks.reset();
+    CUDA_CHECK(cudaEventRecord(ev.start, stream));
+    run(phase_ms ? &marks : nullptr);
+    CUDA_CHECK(cudaEventRecord(ev.stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(ev.stop));
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, ev.start, ev.stop));
+    total.push_back(t);
+    const auto& m = marks.marks();
+    for (size_t k = 0; k < m.size(); ++k) {
+      CUDA_CHECK(cudaEventElapsedTime(&t, m[k].second, k + 1 < m.size() ? m[k + 1].second : ev.stop));
+      if (phases.size() <= k) phases.emplace_back(m[k].first, std::vector<double>{});
+      phases[k].second.push_back(t);
+    }
+  }
+  if (phase_ms) {
+    phase_ms->clear();
+    for (auto& [name, v] : phases) phase_ms->emplace_back(name, spread_of(v).median);
+  }
+  return spread_of(total);
+}
+
+double time_median(const std::function<void()>& enqueue, int warmup, int reps, const L2Flush* flush,
+                   cudaStream_t stream) {
+  return time_marked([&](PhaseMarks*) { enqueue(); }, [] {}, warmup, reps, flush, stream, nullptr).median;
+}
+
+}  // namespace detail
+
+// --- checks ------------------------------------------------------------------------------------
+
+namespace {
+
+void merge_into(Agreement& total, const Agreement& part, int64_t base) {
+  total.count += part.count;
+  total.failures += part.failures;
+  total.nan_count += part.nan_count;
+  total.max_abs = std::max(total.max_abs, part.max_abs);
+  if (part.worst_index >= 0 && (total.worst_index < 0 || part.worst_ratio > total.worst_ratio)) {
+    total.worst_ratio = part.worst_ratio;
+    total.worst_index = base + part.worst_index;
+  }
+}
+
+template <typename T>
+std::vector<T> slice(const std::vector<T>& v, int64_t begin, int64_t count) {
+  return std::vector<T>(v.begin() + begin, v.begin() + begin + count);
+}
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+}  // namespace
+
+std::vector<int64_t> samples_to_check(const Problem74& p, double oracle_max_macs, int max_samples) {
+  std::vector<int64_t> s;
+  const double per_sample = p.conv_macs() / double(p.batch);
+  int64_t n = p.conv_macs() <= oracle_max_macs ? p.batch : int64_t(oracle_max_macs / per_sample);
+  if (p.conv_macs() > oracle_max_macs) n = std::min<int64_t>(n, std::max(max_samples, 0));
+  n = std::min(n, p.batch);
+  if (n == 1) return {0};
+  for (int64_t i = 0; i < n; ++i) s.push_back(i * (p.batch - 1) / (n - 1));  // first, last, even between
+  return s;
+}
+
+ForwardCheck check_forward_samples(const Problem74& p, const Inputs& in, const ForwardResult& got,
+                                   const std::vector<int64_t>& samples, std::vector<ForwardOracle>* cache) {
+  const int64_t n = p.out_elems();
+  if (int64_t(got.out.size()) != n || int64_t(got.argmax.size()) != n || int64_t(got.y.size()) != n)
+    throw std::invalid_argument("check_forward_samples: the result's out, argmax and y must each have " +
+                                std::to_string(n) + " elements for " + p.describe());
+  std::vector<ForwardOracle> local;
+  std::vector<ForwardOracle>& oracles = cache ? *cache : local;
+  Problem74 one = p;
+  one.batch = 1;
+  const bool whole = int64_t(samples.size()) == p.batch;  // every sample: one oracle run over the whole problem
+  const int64_t per_x = p.x_elems() / p.batch, per_out = n / p.batch;
+  if (oracles.empty()) {
+    if (whole) {
+      Forward ref = forward(p, in);
+      ForwardTolerance tol = forward_tolerance(p, ref);
+      oracles.push_back({-1, std::move(ref), std::move(tol)});
+    }
+    for (int64_t s : whole ? std::vector<int64_t>{} : samples) {
+      if (s < 0 || s >= p.batch)
+        throw std::invalid_argument("check_forward_samples: sample " + std::to_string(s) + " outside the batch of " +
+                                    std::to_string(p.batch));
+      Forward ref = forward(one, Inputs{slice(in.x, s * per_x, per_x), in.weight, in.bias, in.multiplier});
+      ForwardTolerance tol = forward_tolerance(one, ref);
+      oracles.push_back({s, std::move(ref), std::move(tol)});
+    }
+  }
+  if (oracles.size() == 1 && oracles[0].sample < 0) return check_forward(p, oracles[0].ref, oracles[0].tol, got);
+  ForwardCheck total;
+  for (const ForwardOracle& o : oracles) {
+    const int64_t s = o.sample;
+    const ForwardResult mine{slice(got.out, s * per_out, per_out), slice(got.argmax, s * per_out, per_out),
+                             slice(got.y, s * per_out, per_out)};
+    const ForwardCheck c = check_forward(one, o.ref, o.tol, mine);
+    merge_into(total.out, c.out, s * per_out);
+    merge_into(total.y, c.y, s * per_out);
+    total.argmax_failures += c.argmax_failures;
+    total.argmax_differs += c.argmax_differs;
+    if (total.first_bad_argmax < 0 && c.first_bad_argmax >= 0) total.first_bad_argmax = s * per_out + c.first_bad_argmax;
+  }
+  return total;
+}
+
+double backward_macs(const Problem74& p, const Saved& saved) {
+  const int64_t n = p.out_elems();
+  if (int64_t(saved.argmax.size()) != n)
+    throw std::invalid_argument("backward_macs: the saved argmax has " + std::to_string(saved.argmax.size()) +
+                                " elements, " + p.describe() + " has " + std::to_string(n));
+  const Triple conv = p.conv_size(), out = p.out_size(), in = p.in_size;
+  const Triple pk = p.pool.kernel_size, ps = p.pool.effective_stride(), pp = p.pool.padding, pd = p.pool.dilation;
+  // taps[a][o]: kernel taps k of axis a with o = i*stride - padding + k*dilation for some input i.
+  std::vector<int64_t> taps[3];
+  for (int a = 0; a < 3; ++a) {
+    taps[a].assign(size_t(conv[a]), 0);
+    for (int64_t o = 0; o < conv[a]; ++o)
+      for (int64_t k = 0; k < p.conv.kernel_size[a]; ++k) {
+        const int64_t t = o + p.conv.padding[a] - k * p.conv.dilation[a];
+        if (t >= 0 && t % p.conv.stride[a] == 0 && t / p.conv.stride[a] < in[a]) ++taps[a][size_t(o)];
+      }
+  }
+  const int64_t out_sp = out.d * out.h * out.w, conv_sp = conv.d * conv.h * conv.w;
+  std::vector<bool> seen(size_t(p.conv_elems()), false);  // a position routed by several windows counts once
+  double macs = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    const int32_t off = saved.argmax[size_t(e)];
+    if (off < 0 || off >= p.pool_window()) continue;  // a broken argmax: the check reports it
+    const int64_t q = e % out_sp, nc = e / out_sp;
+    const int64_t qd = q / (out.h * out.w), qh = q / out.w % out.h, qw = q % out.w;
+    const int64_t jd = off / (pk.h * pk.w), jh = off / pk.w % pk.h, jw = off % pk.w;
+    const int64_t od = qd * ps.d - pp.d + jd * pd.d, oh = qh * ps.h - pp.h + jh * pd.h, ow = qw * ps.w - pp.w + jw * pd.w;
+    if (od < 0 || od >= conv.d || oh < 0 || oh >= conv.h || ow < 0 || ow >= conv.w) continue;  // padding
+    const int64_t pos = nc * conv_sp + (od * conv.h + oh) * conv.w + ow;
+    if (seen[size_t(pos)]) continue;
+    seen[size_t(pos)] = true;
+    macs += double(taps[0][size_t(od)] * taps[1][size_t(oh)] * taps[2][size_t(ow)]);
+  }
+  return 2.0 * macs * double(p.in_per_group());
+}
+
+bool bitwise_equal(const ForwardResult& a, const ForwardResult& b) {
+  return same_bits(a.out, b.out) && same_bits(a.argmax, b.argmax) && same_bits(a.y, b.y);
+}
+
+bool bitwise_equal(const GradResult& a, const GradResult& b) {
+  return same_bits(a.grad_x, b.grad_x) && same_bits(a.grad_weight, b.grad_weight) &&
+         same_bits(a.grad_bias, b.grad_bias) && same_bits(a.grad_multiplier, b.grad_multiplier);
+}
+
+bool RungResult::check_passed() const {
+  if (!checked) return true;
+  if (forward_check) return forward_check->pass();
+  return grad_check && grad_check->pass();
+}
+
+double RungResult::worst_ratio() const {
+  double w = 0;
+  if (forward_check) w = std::max(forward_check->out.worst_ratio, forward_check->y.worst_ratio);
+  if (grad_check)
+    for (const Agreement* a : {&grad_check->x, &grad_check->weight, &grad_check->bias, &grad_check->multiplier})
+      w = std::max(w, a->worst_ratio);
+  return w;
+}
+
+double TrackReport::fwd_compute_floor_ms() const {
+  return fp32_peak_tflops > 0 ? 2.0 * problem.conv_macs() / (fp32_peak_tflops * 1e12) * 1e3 : 0.0;
+}
+
+double TrackReport::bwd_compute_floor_ms() const {
+  return fp32_peak_tflops > 0 ? 2.0 * backward_macs / (fp32_peak_tflops * 1e12) * 1e3 : 0.0;
+}
+
+bool TrackReport::all_passed() const {
+  for (const RungResult& r : rungs)
+    if (r.failed || (r.ran && !r.check_passed())) return false;
+  return true;
+}
+
+}  // namespace ladder::p74

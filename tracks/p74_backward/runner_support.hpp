@@ -1,0 +1,94 @@
+// Internals of the problem-74 runner shared by runner.cu and runner_support.cu: device copies of
+// the tensors, poisoning, and timing with CUDA events (per repetition and per marked phase).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "device.hpp"
+#include "gpu_session.hpp"  // Spread, L2Flush
+#include "oracle.hpp"
+#include "rung.hpp"
+
+namespace ladder::p74::detail {
+
+/// A host vector on the device (DeviceMemoryError names `what` when it does not fit).
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& v, const std::string& what) {
+  DeviceBuffer<T> d(std::max<size_t>(v.size(), 1), what);
+  if (!v.empty()) CUDA_CHECK(cudaMemcpy(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+template <typename T>
+std::vector<T> download(const DeviceBuffer<T>& d, size_t count) {
+  std::vector<T> h(count);
+  if (count) CUDA_CHECK(cudaMemcpy(h.data(), d.get(), count * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+/// The inputs on the device.
+struct DeviceInputsCopy {
+  DeviceBuffer<float> x, weight, bias, multiplier;
+  explicit DeviceInputsCopy(const Inputs& in)
+      : x(upload(in.x, "x")), weight(upload(in.weight, "weight")), bias(upload(in.bias, "bias")),
+        multiplier(upload(in.multiplier, "multiplier")) {}
+  DeviceInputs view() const { return {x.get(), weight.get(), bias.get(), multiplier.get()}; }
+  double bytes() const { return double(x.bytes() + weight.bytes() + bias.bytes() + multiplier.bytes()); }
+};
+
+/// A forward rung's outputs on the device, pool-sized.
+struct DeviceForwardOut {
+  size_t count;
+  DeviceBuffer<float> out, y;
+  DeviceBuffer<int32_t> argmax;
+  explicit DeviceForwardOut(size_t n)
+      : count(n), out(std::max<size_t>(n, 1), "out"), y(std::max<size_t>(n, 1), "y_saved"),
+        argmax(std::max<size_t>(n, 1), "argmax") {}
+  /// out and y to NaN (all bits set), argmax to -1: an element a rung leaves unwritten fails the check.
+  void poison(cudaStream_t s) const;
+  ForwardResult fetch() const { return {download(out, count), download(argmax, count), download(y, count)}; }
+  double bytes() const { return double(out.bytes() + y.bytes() + argmax.bytes()); }
+};
+
+/// A backward rung's inputs besides DeviceInputs (grad_out, saved state) and its four gradients.
+struct DeviceBackwardIo {
+  DeviceBuffer<float> grad_out, y_saved;
+  DeviceBuffer<int32_t> argmax;
+  DeviceBuffer<float> grad_x, grad_weight, grad_bias, grad_multiplier;
+  size_t nx, nw, nc;
+  DeviceBackwardIo(const Problem74& p, const Saved& saved, const std::vector<float>& grad_out);
+  void poison(cudaStream_t s) const;  ///< every gradient to NaN
+  GradResult fetch() const {
+    return {download(grad_x, nx), download(grad_weight, nw), download(grad_bias, nc), download(grad_multiplier, nc)};
+  }
+  double bytes() const;
+};
+
+/// A workspace of `bytes` (cudaMalloc aligns to 256 bytes), at least 1 byte.
+inline DeviceBuffer<unsigned char> workspace(size_t bytes, const Rung& rung) {
+  return DeviceBuffer<unsigned char>(std::max<size_t>(bytes, 1), "workspace of rung " + rung.label());
+}
+
+/// Throws std::invalid_argument naming the rung, the problem and the rung's reason.
+void require_supported(const Rung& rung, const Problem74& p);
+
+/// Times one repetition of `run` with CUDA events: `warmup` untimed runs, then `reps` timed ones,
+/// each after an optional L2 flush and `before` (poisoning), both outside the timed region.
+/// `run` gets the phase marks to pass to the rung; phase_ms receives the median of each phase
+/// (from its mark to the next, the last to the end of the repetition). Throws CudaError.
+Spread time_marked(const std::function<void(PhaseMarks*)>& run, const std::function<void()>& before, int warmup,
+                   int reps, const L2Flush* flush, cudaStream_t stream,
+                   std::vector<std::pair<std::string, double>>* phase_ms);
+
+/// Median ms of `enqueue` alone (floors): time_marked without phases.
+double time_median(const std::function<void()>& enqueue, int warmup, int reps, const L2Flush* flush,
+                   cudaStream_t stream);
+
+}  // namespace ladder::p74::detail

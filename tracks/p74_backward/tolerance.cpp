@@ -1,0 +1,232 @@
+// The tolerances of tolerance.hpp, derived. u = 2^-24 (fp32 unit roundoff), lambda = 8; errors
+// of sums are bounded with the probabilistic bound of Higham and Mary (SIAM J. Sci. Comput.,
+// 2019), as in the other tracks: n roundings of a sum, in any order or tree, are off by at most
+// lambda*sqrt(n)*u*sum|terms| with probability at least 1 - 2n*exp(-lambda^2/2).
+//
+// Forward, per conv position p (Uniform inputs):
+//  1. y = bias + sum of K = (in_channels/groups)*(taps landing on p) products x*w. With
+//     M = Forward::magnitude = |bias| + sum|x*w|:
+//       e_y = (lambda*sqrt(K + 1) + 2)*u*M + (K + 1)*2^-126,
+//     the 2 for the products' own roundings (u*M in all, when not fused) and the store, the last
+//     term for products or partial sums that underflow or are flushed to zero (each off by at
+//     most 2^-126, fp32's smallest normal).
+//  2. z = lrelu(mult*lrelu(y)). lrelu is L-Lipschitz, L = max(1, |slope|), so the exact chain
+//     moves by at most L^2*|mult|*e_y when y does; the fp32 chain adds three roundings (slope*y,
+//     mult*a, slope*m), each relative u on a value of magnitude <= L^2*|mult|*|y'| after the
+//     later steps, |y'| <= |y| + e_y. With 2^-10 for second-order terms and the fp64 oracle:
+//       e_z = L^2*|mult|*(e_y + 3u*(|y| + e_y))*(1 + 2^-10) + 3*2^-126*L^2*max(1, |mult|).
+//  3. max is 1-Lipschitz in the largest deviation: |max z' - max z| <= max |z' - z| over the
+//     window, so tol_out = the largest e_z over the window's non-padding positions.
+//  The argmax: a rung that picks p while the oracle's first maximum is p* has
+//  z'(p) >= z'(p*), so z(p) >= z(p*) - e_z(p*) - e_z(p) >= out - (tol_out + e_z(p)): a rung's
+//  choice is accepted when its oracle value is at least that (a near-tie fp32 cannot resolve).
+//
+// Backward, per gradient element (Uniform inputs): a sum of `terms` products, each formed from
+// fp32 values with at most six roundings (slope*y, mult*a, slope*g, g_m*mult, slope*(g_m*mult),
+// and the product with x, weight or a): each term is off by at most 6u of itself, 6u*mag in all,
+// and the sum's roundings (at most `terms` additions, whether the rung adds per window, sums the
+// routed gradient of overlapping windows first, or reduces by atomics, trees or two passes) by
+// lambda*sqrt(terms)*u*mag:
+//       tol = (lambda*sqrt(terms) + 6)*u*mag + terms*2^-120,
+// the last term for intermediates that underflow or are flushed (six per term, each <= 2^-126,
+// times the later factors, taken as < 10). An element with no nonzero term must be exactly 0.
+//
+// Exact inputs (Distribution::Exact): exact_check() guarantees that every value and every
+// partial sum is a multiple of its grid below 2^24 units, so fp32 holds it exactly. Its bound on z
+// (64*Y*4^|t| < 2^24 for slope +-2^t, Y >= 5/8) keeps |t| <= 9, so the finest grid, weight*g_y's
+// 2^(2*min(t,0) - 6), is 2^-24 or coarser: normal numbers, nothing underflows or is flushed.
+// Every tolerance is 0 and the argmax must be the oracle's offset.
+#include "tolerance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace ladder::p74 {
+
+namespace {
+
+constexpr double kU = 5.9604644775390625e-08;  // 2^-24
+constexpr double kLambda = 8.0;
+
+bool exact(const Problem74& p) { return p.distribution == Distribution::Exact; }
+
+// Taps landing on each conv position of one axis (per-axis factor of the count K).
+std::vector<int64_t> taps_on_axis(const Problem74& p, int a) {
+  const int64_t n = p.conv_size()[a];
+  std::vector<int64_t> count(size_t(n), 0);
+  for (int64_t i = 0; i < p.in_size[a]; ++i)
+    for (int64_t k = 0; k < p.conv.kernel_size[a]; ++k) {
+      const int64_t o = i * p.conv.stride[a] - p.conv.padding[a] + k * p.conv.dilation[a];
+      if (o >= 0 && o < n) ++count[size_t(o)];
+    }
+  return count;
+}
+
+void check_forward_sizes(const Problem74& p, const Forward& ref, const char* who) {
+  const size_t conv = size_t(p.conv_elems()), out = size_t(p.out_elems());
+  if (ref.y.size() != conv || ref.magnitude.size() != conv || ref.z.size() != conv || ref.out.size() != out ||
+      ref.argmax.size() != out || ref.y_at_argmax.size() != out || ref.multiplier.size() != size_t(p.out_channels))
+    throw std::invalid_argument(std::string(who) + ": the oracle's forward does not match " + p.describe());
+}
+
+// e_z of step 2 at every conv position, from e_y there (all 0 on Exact inputs).
+std::vector<double> z_errors(const Problem74& p, const Forward& ref, const std::vector<double>& e_y) {
+  std::vector<double> e(ref.y.size(), 0.0);
+  if (exact(p)) return e;
+  const Triple cs = p.conv_size();
+  const int64_t spatial = cs.d * cs.h * cs.w;
+  const double L = std::max(1.0, std::fabs(slope(p))), floor = 3.0 * std::ldexp(1.0, -126) * L * L;
+  for (size_t i = 0; i < e.size(); ++i) {
+    const double mult = std::fabs(ref.multiplier[size_t(int64_t(i) / spatial % p.out_channels)]);
+    e[i] = L * L * mult * (e_y[i] + 3.0 * kU * (std::fabs(ref.y[i]) + e_y[i])) * (1.0 + std::ldexp(1.0, -10)) +
+           floor * std::max(1.0, mult);
+  }
+  return e;
+}
+
+// Calls visit(q, pos) for every pooling window q (flat, pool-sized) and each of its non-padding
+// conv positions pos (flat, conv-sized): argmax_position without recomputing sizes per call.
+template <class Visit>
+void for_each_window_position(const Problem74& p, Visit&& visit) {
+  const Triple cs = p.conv_size(), os = p.out_size(), ps = p.pool.effective_stride(), k = p.pool.kernel_size;
+  const int64_t out_spatial = os.d * os.h * os.w;
+  for (int64_t q = 0; q < p.out_elems(); ++q) {
+    const int64_t o[3] = {q / (os.h * os.w) % os.d, q / os.w % os.h, q % os.w}, plane = q / out_spatial;
+    for (int64_t jd = 0; jd < k.d; ++jd) {
+      const int64_t d = o[0] * ps.d - p.pool.padding.d + jd * p.pool.dilation.d;
+      if (d < 0 || d >= cs.d) continue;
+      for (int64_t jh = 0; jh < k.h; ++jh) {
+        const int64_t h = o[1] * ps.h - p.pool.padding.h + jh * p.pool.dilation.h;
+        if (h < 0 || h >= cs.h) continue;
+        for (int64_t jw = 0; jw < k.w; ++jw) {
+          const int64_t w = o[2] * ps.w - p.pool.padding.w + jw * p.pool.dilation.w;
+          if (w >= 0 && w < cs.w) visit(q, ((plane * cs.d + d) * cs.h + h) * cs.w + w);
+        }
+      }
+    }
+  }
+}
+
+std::vector<double> grad_tol(const std::vector<double>& mag, const std::vector<int64_t>& terms, bool is_exact) {
+  if (mag.size() != terms.size())
+    throw std::invalid_argument("grad_tolerance: magnitudes and term counts differ in size");
+  std::vector<double> tol(mag.size(), 0.0);
+  if (is_exact) return tol;
+  for (size_t i = 0; i < tol.size(); ++i) {
+    const double n = double(terms[i]);
+    tol[i] = (kLambda * std::sqrt(n) + 6.0) * kU * mag[i] + n * std::ldexp(1.0, -120);
+  }
+  return tol;
+}
+
+}  // namespace
+
+ForwardTolerance forward_tolerance(const Problem74& p, const Forward& ref) {
+  p.validate();
+  check_forward_sizes(p, ref, "forward_tolerance");
+  ForwardTolerance t;
+  t.y.assign(ref.y.size(), 0.0);
+  t.out.assign(ref.out.size(), 0.0);
+  if (exact(p)) return t;
+  const Triple cs = p.conv_size();
+  const std::vector<int64_t> td = taps_on_axis(p, 0), th = taps_on_axis(p, 1), tw = taps_on_axis(p, 2);
+  const int64_t spatial = cs.d * cs.h * cs.w;
+  for (size_t i = 0; i < t.y.size(); ++i) {
+    const int64_t s = int64_t(i) % spatial;
+    const double K = double(p.in_per_group()) * double(td[size_t(s / (cs.h * cs.w))]) *
+                     double(th[size_t(s / cs.w % cs.h)]) * double(tw[size_t(s % cs.w)]);
+    t.y[i] = (kLambda * std::sqrt(K + 1.0) + 2.0) * kU * ref.magnitude[i] + (K + 1.0) * std::ldexp(1.0, -126);
+  }
+  const std::vector<double> ez = z_errors(p, ref, t.y);
+  for_each_window_position(p, [&](int64_t q, int64_t pos) {
+    t.out[size_t(q)] = std::max(t.out[size_t(q)], ez[size_t(pos)]);
+  });
+  return t;
+}
+
+ForwardCheck check_forward(const Problem74& p, const Forward& ref, const ForwardTolerance& tol,
+                           const ForwardResult& got) {
+  p.validate();
+  check_forward_sizes(p, ref, "check_forward");
+  const size_t outs = ref.out.size();
+  if (tol.y.size() != ref.y.size() || tol.out.size() != outs)
+    throw std::invalid_argument("check_forward: the tolerance does not match " + p.describe());
+  if (got.out.size() != outs || got.argmax.size() != outs || got.y.size() != outs)
+    throw std::invalid_argument("check_forward: the result's out (" + std::to_string(got.out.size()) + "), argmax (" +
+                                std::to_string(got.argmax.size()) + ") and y (" + std::to_string(got.y.size()) +
+                                ") must each have " + std::to_string(outs) + " elements");
+  ForwardCheck c;
+  c.out = compare(got.out, ref.out, tol.out);
+  // y is compared with the oracle's y where the rung's argmax points; where that is invalid,
+  // with the oracle's own choice (the argmax failure is counted on its own).
+  std::vector<double> ref_y(outs), tol_y(outs);
+  const int64_t window = p.pool_window();
+  const std::vector<double> ez = z_errors(p, ref, tol.y);
+  for (size_t q = 0; q < outs; ++q) {
+    const int32_t a = got.argmax[q];
+    const int64_t pos = (a >= 0 && a < window) ? argmax_position(p, int64_t(q), a) : -1;
+    bool ok = pos >= 0;
+    if (ok && exact(p)) ok = a == ref.argmax[q];
+    if (ok && !exact(p)) ok = ref.z[size_t(pos)] >= ref.out[q] - (tol.out[q] + ez[size_t(pos)]);
+    if (!ok) {
+      if (c.first_bad_argmax < 0) c.first_bad_argmax = int64_t(q);
+      ++c.argmax_failures;
+    }
+    c.argmax_differs += a != ref.argmax[q];
+    const int64_t at = pos >= 0 ? pos : argmax_position(p, int64_t(q), ref.argmax[q]);
+    ref_y[q] = ref.y[size_t(at)];
+    tol_y[q] = tol.y[size_t(at)];
+  }
+  c.y = compare(got.y, ref_y, tol_y);
+  return c;
+}
+
+std::string ForwardCheck::summary() const {
+  std::ostringstream s;
+  s << (pass() ? "pass" : "FAIL") << ": out " << out.summary() << "; y " << y.summary() << "; argmax "
+    << argmax_failures << " invalid";
+  if (first_bad_argmax >= 0) s << " (first at " << first_bad_argmax << ")";
+  s << ", " << argmax_differs << " differ from the oracle's";
+  return s.str();
+}
+
+GradTolerance grad_tolerance(const Problem74& p, const Grads& ref) {
+  const bool e = exact(p);
+  GradTolerance t;
+  t.grad_x = grad_tol(ref.mag_x, ref.terms_x, e);
+  t.grad_weight = grad_tol(ref.mag_weight, ref.terms_weight, e);
+  t.grad_bias = grad_tol(ref.mag_bias, ref.terms_bias, e);
+  t.grad_multiplier = grad_tol(ref.mag_multiplier, ref.terms_multiplier, e);
+  return t;
+}
+
+GradCheck check_grads(const Grads& ref, const GradTolerance& tol, const GradResult& got) {
+  GradCheck c;
+  auto one = [](const char* name, const std::vector<float>& g, const std::vector<double>& r,
+                const std::vector<double>& t) {
+    if (g.size() != r.size() || t.size() != r.size())
+      throw std::invalid_argument(std::string("check_grads: ") + name + " has " + std::to_string(g.size()) +
+                                  " elements, the oracle " + std::to_string(r.size()) + ", the tolerance " +
+                                  std::to_string(t.size()));
+    return compare(g, r, t);
+  };
+  c.x = one("grad_x", got.grad_x, ref.grad_x, tol.grad_x);
+  c.weight = one("grad_weight", got.grad_weight, ref.grad_weight, tol.grad_weight);
+  c.bias = one("grad_bias", got.grad_bias, ref.grad_bias, tol.grad_bias);
+  c.multiplier = one("grad_multiplier", got.grad_multiplier, ref.grad_multiplier, tol.grad_multiplier);
+  return c;
+}
+
+std::string GradCheck::summary() const {
+  if (pass()) return "PASS: grad_x, grad_weight, grad_bias and grad_multiplier within tolerance";
+  std::string s;
+  const std::pair<const char*, const Agreement*> all[] = {
+      {"grad_x", &x}, {"grad_weight", &weight}, {"grad_bias", &bias}, {"grad_multiplier", &multiplier}};
+  for (const auto& [name, a] : all)
+    if (!a->pass()) s += (s.empty() ? "" : "\n") + std::string(name) + ": " + a->summary();
+  return s;
+}
+
+}  // namespace ladder::p74

@@ -1,0 +1,64 @@
+// Elementwise tolerances of an fp32 rung of problem 74 against the fp64 oracles, derived from the
+// arithmetic (tolerance.cpp gives each derivation), and the checks that apply them.
+//
+// Forward: y is a sum of (in_channels/groups)*taps products plus the bias; its error is bounded
+// probabilistically (Higham and Mary, SIAM J. Sci. Comput. 2019, as in the other tracks) by
+// e_y = (lambda*sqrt(n) + c)*u*|y|_1 with |y|_1 = Forward::magnitude. LeakyReLU and max are
+// 1-Lipschitz and multiplying by the multiplier scales errors by |multiplier|, plus the roundings
+// of the two products.
+// The argmax of a window is checked as PyTorch defines it where the oracle's order is clear: a
+// rung may pick another position only where that position's value is within the tolerance of the
+// maximum (a near-tie that fp32 cannot resolve). On Exact inputs every value is exact and the
+// argmax must be the first maximum, offset for offset.
+// Backward: each gradient is a sum of products of fp32 values; its error is bounded the same way
+// from its term count and magnitude (Grads::terms_*, Grads::mag_*), in any summation order (an
+// atomic, a tree, a shuffle, a two-level reduction). On Exact inputs the bound is 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "oracle.hpp"
+#include "p38_spatial_softmax/tolerance.hpp"  // Agreement, compare
+#include "problem.hpp"
+
+namespace ladder::p74 {
+
+using p38::Agreement;
+using p38::compare;
+
+struct ForwardTolerance {
+  std::vector<double> y;    ///< e_y per conv-sized element
+  std::vector<double> out;  ///< per pool-sized element
+};
+/// Throws std::invalid_argument when ref does not match p's sizes.
+ForwardTolerance forward_tolerance(const Problem74& p, const Forward& ref);
+
+struct ForwardCheck {
+  Agreement out;                 ///< out against the oracle
+  Agreement y;                   ///< the saved y against the oracle's y at the rung's argmax
+  int64_t argmax_failures = 0;   ///< offsets out of range, on padding, or not (near-)maximal
+  int64_t argmax_differs = 0;    ///< offsets different from the oracle's (near-ties; information)
+  int64_t first_bad_argmax = -1;  ///< flat index of the first failure
+  bool pass() const { return out.pass() && y.pass() && argmax_failures == 0; }
+  std::string summary() const;  ///< one line
+};
+/// Throws std::invalid_argument on mismatched sizes.
+ForwardCheck check_forward(const Problem74& p, const Forward& ref, const ForwardTolerance& tol,
+                           const ForwardResult& got);
+
+struct GradTolerance {
+  std::vector<double> grad_x, grad_weight, grad_bias, grad_multiplier;
+};
+GradTolerance grad_tolerance(const Problem74& p, const Grads& ref);
+
+struct GradCheck {
+  Agreement x, weight, bias, multiplier;
+  bool pass() const { return x.pass() && weight.pass() && bias.pass() && multiplier.pass(); }
+  std::string summary() const;  ///< one line per gradient that fails, or one "PASS" line
+};
+/// Throws std::invalid_argument on mismatched sizes.
+GradCheck check_grads(const Grads& ref, const GradTolerance& tol, const GradResult& got);
+
+}  // namespace ladder::p74
