@@ -26,7 +26,7 @@
 #define P74_RUNG04_CO 8  // output channels per thread: a multiple of 4 (float4 weight reads)
 #endif
 #ifndef P74_RUNG04_NW
-#define P74_RUNG04_NW 1  // pooling windows per thread along w
+#define P74_RUNG04_NW 2  // pooling windows per thread along w (the fastest measured, with CO 8)
 #endif
 #ifndef P74_RUNG04_MIN_BLOCKS
 #define P74_RUNG04_MIN_BLOCKS 0  // > 0: blocks per SM asked of ptxas, capping registers at 65536/(128*that)
@@ -60,13 +60,13 @@ __host__ __device__ constexpr int pair_shift(int e) { return e == 1 ? 1 : 0; }
 /// windows and channels that exist (channel and w tails are computed on zeros and not written).
 /// x (batch, in_channels, D, H, W); weight (in_channels, out_channels, 3, 3, 3).
 ///
-/// Registers and occupancy: the tile needs NW*8*CO accumulators (64 at CO = 8, NW = 1), two sets
+/// Registers and occupancy: the tile needs NW*8*CO accumulators (128 at CO = 8, NW = 2), two sets
 /// of 4*(NW+1) inputs (this channel's and the next one's, prefetched while the FMAs run) and CO
-/// weights at a time; ptxas (CUDA 13.0, sm_90) takes 135 registers at CO = 8, NW = 1, no cap,
-/// spending the rest on shared loads issued ahead of their FMAs: 3 blocks of 128 threads (12
-/// warps) per SM. The intent is few warps with much independent work each: a thread's 8*CO
-/// accumulators are independent FMA chains. Per input channel a thread issues 27*CO/4
-/// broadcast float4 shared loads and 4*(NW+1) global loads for 27*CO*NW FMAs.
+/// weights at a time. Per input channel a thread issues 27*CO/4 broadcast float4 shared loads
+/// and 4*(NW+1) global loads for 27*CO*NW FMAs: a second window per thread halves the shared
+/// loads per FMA. On an H200 (CUDA 13.0; results/p74/experiments/rung04_tiles_h200.txt) CO = 8,
+/// NW = 2 took 241 registers, 2 blocks of 4 warps per SM, and 0.389 ms against 0.517 ms for
+/// NW = 1 (135 registers, 3 blocks): fewer warps with more independent FMA chains each won.
 template <int CO, int NW>
 __global__ void P74_RUNG04_BOUNDS subpixel_forward_kernel(
     Geometry g, const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
