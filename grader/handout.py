@@ -47,6 +47,7 @@ RUNG_ID = re.compile(r"^(?:([a-z][a-z0-9]*)-)?(\d\d)$")               # 03 (a st
 # The stages a track handout ships, complete: the build needs stage 00 (the CPU tests link it) and
 # a GPU stage (the sticky-error test runs the last stage).
 TRACK_HANDOUT_STAGES = "01"
+# A track may build on another ("needs" in grader/rungs.json): its folder ships, stubbed.
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:lib/)?([A-Za-z0-9_.]+)"', re.M)
 README_TEMPLATE = "grader/student_README.md"
 TRACK_README_TEMPLATE = "grader/student_README_track.md"
@@ -192,7 +193,8 @@ def plan(root, rungs, stub_needed=False):
                            and f.split("/")[1] in {folders[i] for i in folders if i <= last}]
     sources = [f for f in shipped_stage_files if f.endswith((".cu", ".cpp"))]
     libs = lib_closure(root, sources) + ["stages/lib/README.md"]
-    track_files = [f for t in tracks for f in files if f.startswith(f"tracks/{track_folders(root)[t]}/")]
+    track_files = [f for t in tracks + needed_tracks(root, tracks) for f in files
+                   if f.startswith(f"tracks/{track_folders(root)[t]}/")]
     if tracks:  # the track's public problem lists (grader/rungs.json names them)
         with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
             listed = json.load(f).get("tracks", {})
@@ -212,6 +214,25 @@ def plan(root, rungs, stub_needed=False):
                                "there is nothing to hand out")
     declared = {r: sorted(p for p, o in owners.items() if r in o and not p.endswith(".md")) for r in sorted(stubbed)}
     return ship, sorted(stubbed), declared
+
+
+def needed_tracks(root, tracks):
+    """The tracks that `tracks` build on (their "needs" in grader/rungs.json: p74's host library
+    links p38's, and the build makes a track's library from all its rung files), less `tracks`.
+    A handout ships their folders with every solution region stubbed (dependency_owners): their
+    code builds, their answers stay out, and none of their rungs is assigned or graded."""
+    with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
+        listed = json.load(f).get("tracks", {})
+    folders = track_folders(root)
+    return sorted({d for t in tracks for d in listed.get(t, {}).get("needs", []) if d in folders} - set(tracks))
+
+
+def dependency_owners(root, rungs, ship):
+    """The owners of the solution regions in the shipped files of the tracks the chosen rungs'
+    track needs (needed_tracks): stubbed in the handout, though not assigned."""
+    tracks = sorted({r.split("-")[0] for r in rungs if is_track_rung(r)})
+    prefixes = tuple(f"tracks/{track_folders(root)[d]}/" for d in needed_tracks(root, tracks))
+    return set().union(*owners_in(root, [p for p in ship if prefixes and p.startswith(prefixes)]).values())
 
 
 def forbidden(path):
@@ -237,6 +258,7 @@ def write_handout(root, rungs, out, stub_needed=False, force=False, public_seed=
         shutil.rmtree(out)
     with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
         config = json.load(f)
+    render_stubbed = set(stubbed) | dependency_owners(root, rungs, ship)
     for path in ship:
         dst = os.path.join(out, path)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
@@ -246,7 +268,7 @@ def write_handout(root, rungs, out, stub_needed=False, force=False, public_seed=
         with open(os.path.join(root, path), encoding="utf-8") as f:
             text = f.read()
         try:
-            text = markers.render(markers.parse(path, text, default_owner(path)), set(stubbed))
+            text = markers.render(markers.parse(path, text, default_owner(path)), render_stubbed)
         except markers.MarkerError as e:
             raise HandoutError(str(e)) from None
         with open(dst, "w", encoding="utf-8") as f:
@@ -288,7 +310,7 @@ def write_readme(root, out, manifest):
 
 def write_track_readme(root, out, manifest):
     """The students' README of a track handout (TRACK_README_TEMPLATE): rung table, the loop with
-    the track's program, grading."""
+    the track's program, grading; the track's words come from its "readme" entry in rungs.json."""
     rungs = manifest["rungs"]
     track = rungs[0].split("-")[0]
     folder = f"tracks/{track_folders(root)[track]}"
@@ -297,8 +319,19 @@ def write_track_readme(root, out, manifest):
     rows = "\n".join(f"| {r} | `{track_rungs(root)[r]}` | " + ", ".join(f"`{p}`" for p in manifest["files"][r]) + " |"
                      for r in rungs)
     numbers = ",".join(r.split("-")[1] for r in rungs)
+    with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
+        t = json.load(f).get("tracks", {}).get(track, {})
+    about = t.get("readme", {})
+    program = t.get("program", f"{track}_ladder")
     for key, value in {"{{RUNGS}}": ", ".join(rungs), "{{RUNG_TABLE}}": rows, "{{TRACK}}": track,
-                       "{{TRACK_FOLDER}}": folder, "{{RUNG_NUMBERS}}": numbers, "{{FIRST_RUNG}}": rungs[0]}.items():
+                       "{{TRACK_FOLDER}}": folder, "{{RUNG_NUMBERS}}": numbers, "{{FIRST_RUNG}}": rungs[0],
+                       "{{TRACK_TITLE}}": about.get("title", f"the {track} track"),
+                       "{{TRACK_COMPUTES}}": about.get("computes", "the track's problem"),
+                       "{{PROGRAM}}": program, "{{RUNG_TESTS}}": f"{track}_rung_tests",
+                       "{{TRY_ARGS}}": about.get("try", ""), "{{OPTIONS}}": about.get("options", "`--help` names them"),
+                       "{{CHECKED}}": about.get("checked", ""),
+                       "{{PUBLIC}}": t.get("public", f"grader/{track}_public.problems"),
+                       "{{PRACTICE}}": t.get("practice", f"grader/{track}_practice.problems")}.items():
         text = text.replace(key, value)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(text)
@@ -310,20 +343,27 @@ def forms(line):
     return {s, re.sub(r"\s*//.*$", "", s)} - {""}
 
 
-def solution_lines(root, owners):
+def solution_lines(root, owners, shipped=None):
     """{stripped line: where} for the lines of `owners`' solution regions long enough to count,
     less the lines that ship by design: those a region of a rung handed out complete also holds
     (a chapter quoting the rung before it) and those of the shared code outside every region
     (common/, ladder/, stages/lib/: index arithmetic, bounds checks; for a track's rungs, that
-    track's code outside rungs/ too, not its chapters, and the code outside regions of its rungs numbered below
+    track's code outside rungs/ too, and that of the tracks it needs, not its chapters, and the code outside regions of its rungs numbered below
     the region's rung, which ships complete and predates it: a grid-stride loop of rung 02 is no
     leak of rung 05). A line of a rung folder, or of a later rung's file, outside every region
-    still counts: an unmarked copy of a solution in a later rung leaks it."""
+    still counts: an unmarked copy of a solution in a later rung leaks it. A region of another
+    rung is "handed out complete" only where its file ships (shipped: the handout's files,
+    default what plan() ships for `owners`) and its rung is not stubbed as a needed track's: rung
+    04's warp loop in stages/lib/ protects no identical line of a track's handout, which leaves
+    stages/lib/ out."""
+    if shipped is None:
+        shipped = set(plan(root, sorted(owners))[0])
+    also_stubbed = dependency_owners(root, owners, shipped)
     candidates, given, earlier = {}, set(), []  # earlier: (track, number, lines outside regions)
     shared = ["common/", "ladder/", "stages/lib/"]
     folders = track_folders(root)
-    shared += [f"tracks/{folders[t]}/" for t in sorted({o.split("-")[0] for o in owners if is_track_rung(o)})
-               if t in folders]
+    mine = sorted({o.split("-")[0] for o in owners if is_track_rung(o)})
+    shared += [f"tracks/{folders[t]}/" for t in mine + needed_tracks(root, mine) if t in folders]
     for path in repo_files(root):
         if not path.endswith((".cu", ".cuh", ".cpp", ".hpp", ".md")) or path.startswith("grader/"):
             continue
@@ -338,8 +378,9 @@ def solution_lines(root, owners):
             continue
         for region in parsed.regions():
             if not region.owners & owners:
-                for line in region.solution:
-                    given.update(forms(line))
+                if path in shipped and not region.owners & also_stubbed:
+                    for line in region.solution:
+                        given.update(forms(line))
                 continue
             first = {}  # track: the region's lowest rung number in it
             for o in region.owners:
@@ -366,7 +407,7 @@ def check_handout(root, handout):
         raise HandoutError(f"{handout} has no {MANIFEST}: not a handout written by scripts/assignment.py")
     with open(os.path.join(handout, MANIFEST), encoding="utf-8") as f:
         manifest = json.load(f)
-    secrets = solution_lines(root, set(manifest["rungs"]))
+    secrets = solution_lines(root, set(manifest["rungs"]), set(repo_files(handout)))
     problems = []
     for path in repo_files(handout):
         if forbidden(path):

@@ -66,7 +66,14 @@ TRACK_FORBIDDEN = {
     "p38": [(r"(?<!\w)ladder::p38::(reference|make_inputs|avg_pool3d|conv_transpose3d|softmax_scale|row_case|"
              r"check_rows|run_rung_once|run_track|compare|output_tolerance|z_error_bound)\b",
              "the track's fp64 oracle, input generator or checker")],
+    # Problem 74's oracles (forward, backward), inputs, tolerances and checks, and the runner's
+    # helpers that run a rung; its host library builds on problem 38's, whose rules hold too.
+    "p74": [(r"(?<!\w)ladder::p74::(make_inputs|make_grad_out|exact_check|forward|backward|saved_from|argmax_position|"
+             r"forward_tolerance|check_forward|grad_tolerance|check_grads|check_forward_samples|run_track|"
+             r"run_forward_once|run_backward_once|backward_macs|samples_to_check|bitwise_equal)\b(?!::)",
+             "the track's fp64 oracle, input generator or checker")],
 }
+TRACK_FORBIDDEN["p74"] += TRACK_FORBIDDEN["p38"]
 # Rule 2c: the scopes whose weak instantiations any object may carry.
 STANDARD_SCOPES = (("std",), ("__gnu_cxx",), ("cuda", "std"))
 # Rule 2d: what the registration macro and the compiler put in every stage object.

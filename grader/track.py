@@ -1,8 +1,8 @@
 """scripts/assignment.py grade for the rungs of a second track (TRACK-NN: the rung file
 tracks/TRACK_name/rungs/NN_name.cu), the same parts and points as a stage (grader/grade.py):
 
-  public, hidden  the track's program (p38_ladder) with `--rungs NN` on each problem of the
-             track's lists (grader/rungs.json, "tracks"), twice on one workspace (--warmup 1
+  public, hidden  the track's program (p38_ladder, p74_ladder) with `--rungs NN` on each problem
+             of the track's lists (grader/rungs.json, "tracks"), twice on one workspace (--warmup 1
              --reps 1) with NaN-filled outputs, checked elementwise against the fp64 oracle; seeds
              as for the stages (problems.seed_for), mixed with the secret in official runs;
   sanitizer  compute-sanitizer (memcheck with leak checking, racecheck, synccheck) on the
@@ -16,6 +16,14 @@ tracks/TRACK_name/rungs/NN_name.cu), the same parts and points as a stage (grade
              reported, and a time under floor_slack x the memory floor is void. Without a
              reference (a handout) the time against the floors is reported, not scored, unless
              the track's "score_against" is "floor" (then full_at and zero_at are floor multiples).
+
+How a track's program reports is the track's "report" setting (a rung's own "report" overrides
+its keys; report_settings): "check", the key of a rung entry's agreement with the oracle
+(p38_ladder: "vs_oracle"; p74_ladder: "check", with one sub-object per gradient); "floors", the
+section of the report's "floors" to time against (none: p38_ladder's flat floors; p74_ladder:
+"forward" or "backward"); "direction", the entry to take when a rung reports two passes
+(p74_ladder's rung 00: "forward" and "backward"); "floors_about", how the floors line names
+the two floors. An agreement whose "checked" is false (too large for the oracle) never passes.
 
 All the rungs of a track link into one program: a rung that does not compile is replaced, in the
 grading tree only, by its handout stub, so that the others still link and are graded.
@@ -49,6 +57,17 @@ def settings(config, rung):
     if track not in tracks:
         raise ValueError(f"rung {rung}: grader/rungs.json has no \"tracks\" entry for track {track}")
     return tracks[track], number
+
+
+DEFAULT_REPORT = {"check": "vs_oracle", "floors": None, "direction": None,
+                  "floors_about": {"memory": "read x, write the output: measured",
+                                   "compute": "the convolution at the FP32 peak"}}
+
+
+def report_settings(t, number):
+    """How the track's program reports rung `number`: DEFAULT_REPORT (p38_ladder's), updated by
+    the track's "report" and then the rung's own."""
+    return {**DEFAULT_REPORT, **t.get("report", {}), **t.get("rungs", {}).get(number, {}).get("report", {})}
 
 
 def object_target(t, path):
@@ -99,20 +118,44 @@ def run_program(prog, args, timeout):
     return p, data
 
 
-def rung_entry(data, number):
-    return next((r for r in (data or {}).get("rungs", []) if r.get("id") == number), None)
+def rung_entry(data, number, direction=None):
+    """The report's entry of rung `number` (of that direction, where one is given), or None."""
+    return next((r for r in (data or {}).get("rungs", []) if r.get("id") == number
+                 and (direction is None or r.get("direction") == direction)), None)
 
 
-def run_case(prog, number, case, seed, timeout):
+def agreement_verdict(agreement):
+    """(passed, why not) of a rung entry's agreement with the oracle: p38_ladder's flat one
+    (pass, worst_ratio, nan_count), or p74_ladder's with one sub-object per tensor, each with its
+    own pass, worst_ratio and nan_count. An unchecked agreement ("checked": false) fails."""
+    if agreement is None:
+        return False, "the report has no check against the oracle for it"
+    if agreement.get("checked") is False:
+        return False, f"not checked against the oracle ({agreement.get('on') or 'unchecked'})"
+    if agreement.get("pass"):
+        return True, ""
+    parts = {k: v for k, v in agreement.items() if isinstance(v, dict) and "nan_count" in v}
+    nans = agreement.get("nan_count", 0) + sum(v["nan_count"] for v in parts.values())
+    if nans:
+        where = [f"{k} {v['nan_count']}" for k, v in parts.items() if v["nan_count"]]
+        return False, f"{nans} output(s) NaN (never written?)" + (f": {', '.join(where)}" if where else "")
+    bad = [f"{k} {v['worst_ratio']:.3g}x" for k, v in parts.items() if not v.get("pass", True)]
+    return False, (f"disagrees with the fp64 oracle: worst error {agreement['worst_ratio']:.3g}x the tolerance" +
+                   (f" ({', '.join(bad)})" if bad else ""))
+
+
+def run_case(prog, number, case, seed, timeout, rep=None):
     """One correctness case; returns (status, detail, todo_lines), status pass, fail, error,
-    timeout or skipped (no GPU), as runs.run_case does for a stage."""
+    timeout or skipped (no GPU), as runs.run_case does for a stage. rep: report_settings
+    (default p38_ladder's)."""
+    rep = rep or DEFAULT_REPORT
     args = [*case.args, "--seed", str(seed), "--rungs", number, "--reps", "1", "--warmup", "1", "--no-flush-l2"]
     try:
         p, data = run_program(prog, args, timeout)
     except subprocess.TimeoutExpired:
         return "timeout", f"took longer than {timeout:.0f} s", []
     todos = set(runs.TODO_LINE.findall(p.stdout))
-    entry = rung_entry(data, number)
+    entry = rung_entry(data, number, rep["direction"])
     if entry is None:
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
         return "error", f"the program stopped without a report of rung {number} (exit {p.returncode}): " + " | ".join(tail), \
@@ -123,17 +166,13 @@ def run_case(prog, number, case, seed, timeout):
         if note.startswith(NO_DEVICE):
             return "skipped", note, sorted(todos)
         return "error", note or "did not run", sorted(todos)
-    agreement = entry["vs_oracle"]
-    if agreement["pass"]:
-        return "pass", "", sorted(todos)
-    detail = (f"{agreement['nan_count']} output(s) NaN (never written?)" if agreement["nan_count"]
-              else f"disagrees with the fp64 oracle: worst error {agreement['worst_ratio']:.3g}x the tolerance")
-    return "fail", detail, sorted(todos)
+    passed, detail = agreement_verdict(entry.get(rep["check"]))
+    return ("pass" if passed else "fail"), detail, sorted(todos)
 
 
-def gpu_available(prog, number, probe, timeout=120):
+def gpu_available(prog, number, probe, timeout=120, rep=None):
     """(True, "") if the program runs the rung on a GPU here, else (False, why)."""
-    status, detail, _ = run_case(prog, number, problems.Case("probe", 0, list(probe), ""), 1, timeout)
+    status, detail, _ = run_case(prog, number, problems.Case("probe", 0, list(probe), ""), 1, timeout, rep)
     return (False, detail) if status == "skipped" else (True, "")
 
 
@@ -189,7 +228,9 @@ def parse_sass(text):
 
 def technique(obj, checks, rung):
     """(passed, lines): each check {kernel, what, sass} must find an instruction matching `sass`
-    (an opcode regex) in a function of the rung's object whose mangled name contains `kernel`."""
+    (an opcode regex) in a function of the rung's object whose mangled name contains `kernel`;
+    a check with "absent": true must find none in any such function ("kernel": "" names every
+    function of the object)."""
     cuobjdump = integrity.find_cuobjdump()
     if not cuobjdump:
         return False, ["FAIL: cuobjdump not found (install the CUDA toolkit's cuobjdump and nvdisasm, e.g. pip "
@@ -202,8 +243,13 @@ def technique(obj, checks, rung):
         mine = {name: code for name, code in functions.items() if check["kernel"] in name}
         pattern = re.compile(SASS_OP + check["sass"])
         hit = next((ins for code in mine.values() for ins in code if pattern.match(ins)), None)
-        where = f"rung {rung}: {check['what']} in {check['kernel']}"
-        if not mine:
+        where = f"rung {rung}: {check['what']} in {check['kernel'] or 'any function'}"
+        if check.get("absent"):
+            if hit is None:
+                lines.append(f"PASS: {where}: none ({len(mine)} function(s) read)")
+                continue
+            lines.append(f"FAIL: {where}: forbidden, found {hit.split()[0] if not hit.startswith('@') else hit.split()[1]}")
+        elif not mine:
             lines.append(f"FAIL: rung {rung}: no kernel {check['kernel']} in {os.path.basename(obj)} "
                          f"(looking for {check['what']})")
         elif hit is None:
@@ -237,7 +283,9 @@ def reference_program(args, root, work, t, ctx):
 
 def timing(args, ctx, t, number, perf_cfg, timing_cfg):
     """(status, data): alternates the student's and the reference's program for perf_cfg's rounds
-    (one when there is no reference); data: student and reference median ms, floors."""
+    (one when there is no reference); data: student and reference median ms, floors (the
+    section report_settings names)."""
+    rep = report_settings(t, number)
     progs = [("student", ctx["program"])]
     if ctx["reference"]:
         ref = reference_program(args, ctx["reference"], ctx["work"], t, ctx)
@@ -253,15 +301,16 @@ def timing(args, ctx, t, number, perf_cfg, timing_cfg):
                 p, data = run_program(prog, run_args, args.timeout)
             except subprocess.TimeoutExpired:
                 return "error", {"error": f"the {name}'s timing took longer than {args.timeout:.0f} s"}
-            entry = rung_entry(data, number)
+            entry = rung_entry(data, number, rep["direction"])
             if entry is None or not entry.get("ran"):
                 why = entry.get("note") if entry else (p.stderr or p.stdout).strip()[-300:]
                 return ("skipped" if (why or "").startswith(NO_DEVICE) else "error"), {"error": f"{name}: {why}"}
-            if not entry["vs_oracle"]["pass"]:
-                return "mismatch", {"error": f"the {name}'s output at the timing size disagrees with the fp64 oracle"}
+            passed, why = agreement_verdict(entry.get(rep["check"]))
+            if not passed:
+                return "mismatch", {"error": f"the {name}'s output at the timing size: {why}"}
             ms[name].append(entry["ms"])
             if name == "student":
-                floors.append(data["floors"])
+                floors.append(data["floors"][rep["floors"]] if rep["floors"] else data["floors"])
                 problem = data["problem"]["describe"]
     data = {"problem": problem, "reps": perf_cfg["reps"], "rounds": len(ms["student"]),
             "student_ms": statistics.median(ms["student"]),
@@ -289,11 +338,11 @@ def performance(args, ctx, r, P, pts, grade_module):
         return part
     s, mem, comp = data["student_ms"], data["memory_floor_ms"], data["compute_floor_ms"]
     floor = max(mem, comp)
+    about = report_settings(t, number)["floors_about"]
     lines = [f"problem: {data['problem']}",
              f"your rung: {s:.4g} ms (median of {data['reps']}, {data['rounds']} round(s)); "
              f"{s / floor:.3g}x the floor" if floor > 0 else f"your rung: {s:.4g} ms",
-             f"floors: memory {mem:.4g} ms (read x, write the output: measured), compute {comp:.4g} ms "
-             "(the convolution at the FP32 peak)"]
+             f"floors: memory {mem:.4g} ms ({about['memory']}), compute {comp:.4g} ms ({about['compute']})"]
     mode = perf_cfg.get("score_against", "reference")
     if s < perf_cfg["floor_slack"] * mem:
         lines.append(f"VOID: faster than {perf_cfg['floor_slack']}x the memory floor allows: the rung cannot have "
@@ -318,6 +367,7 @@ def grade_rung(args, r, ctx, grade_module):
     """Every part of track rung r: a list of reports.Part (grade.grade_rung's counterpart)."""
     cfg, pts = ctx["config"], ctx["config"]["points"]
     t, number = settings(cfg, r)
+    rep = report_settings(t, number)
     name = f"{r} {handout.rung_name(ctx['root'], r)}"
     P = lambda part, **kw: reports.Part(rung=name, part=part, max_score=pts[part], **kw)  # noqa: E731
     built, build_log, compiled = ctx["built"][r]
@@ -349,7 +399,7 @@ def grade_rung(args, r, ctx, grade_module):
 
     def run_cases(cases, secret, reveal):
         return runs.run_cases(cases, cfg["public_seed"], secret, reveal,
-                              lambda case, seed: run_case(ctx["program"], number, case, seed, args.timeout),
+                              lambda case, seed: run_case(ctx["program"], number, case, seed, args.timeout, rep),
                               args.fail_fast, todos)
 
     grade_module.log(f"rung {r}: public tests")

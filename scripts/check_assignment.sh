@@ -2,15 +2,16 @@
 # The classroom tooling on a machine without a GPU (CI runs this): the Python tests, a handout of
 # two reduction rungs built with warnings as errors and checked for leaked solutions, and the
 # grader's static half (technique and integrity) on the references, the stubs and the fixtures;
-# then a handout of two rungs of the problem-38 track, checked, its stubbed rungs compiled with
-# warnings as errors, and the grader's static half on those rungs' references and stubs.
+# then, for each track group (two rungs of the problem-38 track, the backward rungs 06-08 of the
+# problem-74 track), a handout checked, its stubbed rungs compiled with warnings as errors, and
+# the grader's static half on those rungs' references and stubs (and the problem-74 fixtures).
 # GPU parts of the grader report themselves as skipped. Usage: scripts/check_assignment.sh [WORK]
-# (LADDER_ASSIGNMENT_TRACK_RUNGS= empty skips the track.)
+# (LADDER_ASSIGNMENT_TRACK_RUNGS: space-separated groups, one track each; empty skips the tracks.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-build-assignment}
 rungs=${LADDER_ASSIGNMENT_RUNGS:-03,04}
-track_rungs=${LADDER_ASSIGNMENT_TRACK_RUNGS-p38-03,p38-04}
+track_groups=${LADDER_ASSIGNMENT_TRACK_RUNGS-p38-03,p38-04 p74-06,p74-07,p74-08}
 jobs=${LADDER_JOBS:-4}
 mkdir -p "$work"
 # One architecture keeps the handout and the ~20 fixture builds short: the GPU's where there is
@@ -41,27 +42,37 @@ echo "== the grader's static half: references, stubs, fixtures"
 python3 scripts/assignment.py selftest --rungs "02,$rungs" --skip-gpu --jobs "$jobs" --work "$work/selftest" \
   --cuda-architectures "$LADDER_CUDA_ARCHS"
 
-[ -n "$track_rungs" ] || exit 0
+[ -n "$track_groups" ] || exit 0
+for track_rungs in $track_groups; do
+track=${track_rungs%%-*}
 echo "== track handout of rungs $track_rungs, its stubbed rungs compiled with warnings as errors"
-python3 scripts/assignment.py handout --rungs "$track_rungs" --out "$work/track-handout" --force
-python3 scripts/assignment.py check-handout "$work/track-handout"
-cmake -S "$work/track-handout" -B "$work/track-handout-build" -G Ninja -DLADDER_WERROR=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="$LADDER_CUDA_ARCHS" ${LADDER_CMAKE_ARGS:-} > "$work/track-handout-configure.log"
-# Only the objects of the students' files: the whole track builds in the selftest below.
-objects=$(python3 - "$work/track-handout" <<'EOF'
-import json, os, sys
+python3 scripts/assignment.py handout --rungs "$track_rungs" --out "$work/$track-handout" --force
+python3 scripts/assignment.py check-handout "$work/$track-handout"
+cmake -S "$work/$track-handout" -B "$work/$track-handout-build" -G Ninja -DLADDER_WERROR=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="$LADDER_CUDA_ARCHS" ${LADDER_CMAKE_ARGS:-} > "$work/$track-handout-configure.log"
+# Only the objects of the students' files and of the chosen rungs' own files (a student file may
+# be a shared header, tracks/p74_backward/device/reduce.cuh): the whole track builds in the selftest.
+objects=$(python3 - "$work/$track-handout" <<'EOF'
+import json, os, re, sys
 with open(os.path.join(sys.argv[1], "assignment.json")) as f:
-    files = json.load(f)["files"]
+    manifest = json.load(f)
 with open(os.path.join(sys.argv[1], "grader", "rungs.json")) as f:
     tracks = json.load(f)["tracks"]
-print(" ".join(sorted({f"CMakeFiles/{tracks[r.split('-')[0]]['library']}.dir/{p}.o"
-                       for r, paths in files.items() for p in paths if p.endswith((".cu", ".cpp"))})))
+sources = {(r, p) for r, paths in manifest["files"].items() for p in paths if p.endswith((".cu", ".cpp"))}
+for r, paths in manifest["files"].items():  # the rung's own file: tracks/TRACK_x/rungs/NN_y.cu
+    folder = "/".join(paths[0].split("/")[:2]) if paths else ""
+    rungs = os.path.join(sys.argv[1], folder, "rungs")
+    for name in sorted(os.listdir(rungs)) if os.path.isdir(rungs) else ():
+        if re.match(r.split("-")[1] + r"_\w+\.(cu|cpp)$", name):
+            sources.add((r, f"{folder}/rungs/{name}"))
+print(" ".join(sorted({f"CMakeFiles/{tracks[r.split('-')[0]]['library']}.dir/{p}.o" for r, p in sources})))
 EOF
 )
-cmake --build "$work/track-handout-build" -j "$jobs" --target $objects > "$work/track-handout-build.log" 2>&1 ||
-  { tail -40 "$work/track-handout-build.log"; echo "FAIL: the track handout's stubs do not compile"; exit 1; }
+cmake --build "$work/$track-handout-build" -j "$jobs" --target $objects > "$work/$track-handout-build.log" 2>&1 ||
+  { tail -40 "$work/$track-handout-build.log"; echo "FAIL: the track handout's stubs do not compile"; exit 1; }
 echo "the track handout's stubs compile: $objects"
 
 echo "== the grader's static half on the track: references and stubs"
 python3 scripts/assignment.py selftest --rungs "$track_rungs" --only reference,stub --skip-gpu --jobs "$jobs" \
   --work "$work/selftest" --cuda-architectures "$LADDER_CUDA_ARCHS"
+done

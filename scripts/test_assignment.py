@@ -385,6 +385,55 @@ class TrackHandoutTest(unittest.TestCase):
         self.assertIn("or a track's rungs as TRACK-NN", p.stderr)
 
 
+class P74HandoutTest(unittest.TestCase):
+    """A handout of the problem-74 track's backward rungs, whose solutions sit in shared headers
+    (device/reduce.cuh, device/backward_two_level.cuh) rather than in the rung files."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ta_")
+        cls.out = os.path.join(cls.tmp, "handout")
+        cls.made = cli("handout", "--rungs", "p74-06,p74-07,p74-08", "--out", cls.out)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def setUp(self):
+        self.assertEqual(self.made.returncode, 0, self.made.stdout + self.made.stderr)
+
+    def read(self, path):
+        with open(os.path.join(self.out, path), encoding="utf-8") as f:
+            return f.read()
+
+    def test_manifest_stubs_and_readme(self):
+        m = json.loads(self.read(handout.MANIFEST))
+        reduce, two_level = "tracks/p74_backward/device/reduce.cuh", "tracks/p74_backward/device/backward_two_level.cuh"
+        self.assertEqual(m["files"], {"p74-06": [reduce], "p74-07": [reduce], "p74-08": [two_level]})
+        for path, rungs in ((reduce, ("p74-06 block_tree", "p74-07 warp_shuffle")), (two_level, ("p74-08 two_level",))):
+            text = self.read(path)
+            for r in rungs:
+                self.assertIn(f"TODO(stage {r}):", text)
+            self.assertIsNone(re.search(r"(?m)^\s*//\s*(BEGIN|END) SOLUTION|STUB:", text), path)
+        self.assertNotIn("__shfl_down_sync(", self.read(reduce))
+        self.assertNotIn("partials[plane * gridDim.x + blockIdx.x] = sum", self.read(two_level))
+        for path in ("grader/p74_public.problems", "grader/p74_practice.problems", "tests/test_p74_rungs.cpp"):
+            self.assertIn(path, handout.repo_files(self.out))
+        self.assertFalse([f for f in handout.repo_files(self.out) if f.startswith("grader/hidden")])
+        readme = self.read("README.md")
+        self.assertIn("rungs p74-06, p74-07, p74-08 of the forward-and-backward track", readme)
+        self.assertIn("./build/p74_ladder --rungs 06,07,08 --batch 2", readme)
+        self.assertIn("`grader/p74_public.problems`", readme)
+        self.assertNotIn("p38", readme)
+        self.assertNotIn("{{", readme)
+
+    def test_check_handout_and_leaks(self):
+        self.assertEqual(handout.check_handout(ROOT, self.out), [])
+        secrets = handout.solution_lines(ROOT, {"p74-06", "p74-07", "p74-08"})
+        self.assertTrue(any("__shfl_down_sync" in s for s in secrets))
+        self.assertTrue(any("partial[threadIdx.x + stride]" in s for s in secrets))
+
+
 class ProblemsTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ta_")
@@ -508,6 +557,29 @@ json.dump({"rungs": [entry], "floors": {"memory_floor_ms": 1.0, "compute_floor_m
            "problem": {"describe": "batch=8"}}, open(path, "w"))
 sys.exit(0 if mode == "pass" else 1)
 """
+# A stand-in for p74_ladder: rung 00 reports two passes; a backward rung's "check" has a
+# sub-object per gradient; floors by pass. FAKE_P74: pass, fail, nan, unchecked.
+FAKE_P74 = """\
+import json, os, sys
+args = sys.argv[1:]
+path, rung, mode = args[args.index("--json") + 1], args[args.index("--rungs") + 1], os.environ["FAKE_P74"]
+def grads(ok, nans=0):
+    g = {k: {"pass": True, "worst_ratio": 0.5, "nan_count": 0} for k in ("grad_x", "grad_weight", "grad_bias", "grad_multiplier")}
+    if not ok:
+        g["grad_multiplier"] = {"pass": False, "worst_ratio": 7.0, "nan_count": nans}
+    return g
+ok = mode == "pass"
+check = {"checked": mode != "unchecked", "on": "unchecked: the backward exceeds --oracle-max-macs" if mode == "unchecked"
+         else "every element", "pass": ok or mode == "unchecked", "worst_ratio": 0.5 if ok else 7.0,
+         **grads(ok, 3 if mode == "nan" else 0)}
+rungs = [{"id": rung, "direction": "forward", "ran": True, "note": "", "ms": 9.0,
+          "check": {"checked": True, "pass": True, "worst_ratio": 0.1}}] if rung == "00" else []
+rungs.append({"id": rung, "direction": "backward", "ran": True, "note": "", "ms": 3.0, "check": check})
+json.dump({"rungs": rungs, "problem": {"describe": "batch=2"},
+           "floors": {"forward": {"memory_floor_ms": 5.0, "compute_floor_ms": 0.1},
+                      "backward": {"memory_floor_ms": 1.5, "compute_floor_ms": 0.25}}}, open(path, "w"))
+sys.exit(0 if ok else 1)
+"""
 SASS = """\
 \t\tFunction : _ZN6ladder3p3849_GLOBAL__N__f58ec9f8_16_03_block_tree_cu_20cb870f21softmax_block_per_rowENS0_8GeometryEPKfPf
 \t.headerflags\t@"EF_CUDA_SM75 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM75)"
@@ -516,6 +588,8 @@ SASS = """\
         /*02d0*/              @!P1 LDS.U R7, [R0.X4] ;                                    /* 0x0000000000079984 */
 \t\tFunction : _ZN6ladder3p3817conv_clamp_kernelENS0_8GeometryEPKfS3_S3_Pf
         /*0000*/                   SHFL.BFLY PT, R3, R2, 0x10, 0x1f ;                     /* 0x0000000000007b1d */
+        /*0010*/              @!P0 REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R5 ;   /* 0x0000000000007b1d */
+        /*0020*/                   ATOMS.ADD R4, [R0], R5 ;                               /* 0x0000000000007b1d */
 """
 
 
@@ -557,6 +631,36 @@ class TrackGradeTest(unittest.TestCase):
         os.environ["FAKE_P38"] = "fail"
         self.assertEqual(track.timing(args, {"program": self.prog, "reference": ""}, {}, "03", cfg, {})[0], "mismatch")
 
+    def p74_case(self, mode, rung="06"):
+        prog = write(os.path.join(self.tmp, "p74_ladder"), "#!" + sys.executable + "\n" + FAKE_P74)
+        os.chmod(prog, 0o755)
+        os.environ["FAKE_P74"] = mode
+        rep = track.report_settings({"report": {"check": "check", "floors": "backward", "direction": "backward"}}, rung)
+        return prog, rep, track.run_case(prog, rung, problems.Case("c", 0, ["--batch", "1"], ""), 7, 60, rep)
+
+    def test_p74_report(self):
+        self.addCleanup(os.environ.pop, "FAKE_P74", None)
+        self.assertEqual(self.p74_case("pass")[2], ("pass", "", []))
+        self.assertEqual(self.p74_case("pass", "00")[2], ("pass", "", []))  # rung 00: its backward entry
+        status, detail, _ = self.p74_case("fail")[2]
+        self.assertEqual(status, "fail")
+        self.assertIn("worst error 7x the tolerance (grad_multiplier 7x)", detail)
+        status, detail, _ = self.p74_case("nan")[2]
+        self.assertEqual((status, detail), ("fail", "3 output(s) NaN (never written?): grad_multiplier 3"))
+        status, detail, _ = self.p74_case("unchecked")[2]  # "pass" without a check is no pass
+        self.assertEqual(status, "fail")
+        self.assertIn("not checked against the oracle (unchecked: the backward exceeds", detail)
+        prog, rep, _ = self.p74_case("pass", "00")
+        t = {"program": "p74_ladder", "report": {"check": "check", "floors": "backward", "direction": "backward"}}
+        status, data = track.timing(argparse.Namespace(timeout=60), {"program": prog, "reference": ""}, t, "00",
+                                    {"reps": 20, "warmup": 2, "rounds": 3}, {"args": []})
+        self.assertEqual(status, "ok", data)
+        self.assertEqual((data["student_ms"], data["memory_floor_ms"], data["compute_floor_ms"]), (3.0, 1.5, 0.25))
+        self.assertEqual(track.report_settings({}, "03"), track.DEFAULT_REPORT)  # p38_ladder's, unchanged
+        rung_own = {"report": {"check": "check"}, "rungs": {"01": {"report": {"direction": "forward"}}}}
+        self.assertEqual((track.report_settings(rung_own, "01")["direction"], track.report_settings(rung_own, "06")["direction"]),
+                         ("forward", None))
+
     def test_settings(self):
         config = {"tracks": {"p38": {"program": "p38_ladder"}}}
         self.assertEqual(track.settings(config, "p38-05"), (config["tracks"]["p38"], "05"))
@@ -572,7 +676,7 @@ class TrackGradeTest(unittest.TestCase):
 
     def test_sass_checks(self):
         functions = track.parse_sass(SASS)
-        self.assertEqual([len(v) for v in functions.values()], [3, 1])
+        self.assertEqual([len(v) for v in functions.values()], [3, 3])
         obj = write(os.path.join(self.tmp, "r.o"), "")
         checks = [{"kernel": "softmax_block_per_row", "what": "barriers", "sass": "BAR\\.SYNC"},
                   {"kernel": "softmax_block_per_row", "what": "shared-memory loads", "sass": "LDS([.\\s]|$)"},
@@ -593,6 +697,19 @@ class TrackGradeTest(unittest.TestCase):
         self.assertIn("(LDS.U)", lines[1])
         self.assertIn("warp shuffles in softmax_block_per_row: none in its machine code", lines[2])
         self.assertIn("no kernel softmax_online in r.o", lines[3])
+        absent = [{"kernel": "", "what": "float atomics", "absent": True, "sass": "(RED|ATOM)G?\\.[A-Z0-9_.]*\\.B?F(16|32|64)"},
+                  {"kernel": "softmax_block_per_row", "what": "float atomics", "absent": True,
+                   "sass": "(RED|ATOM)G?\\.[A-Z0-9_.]*\\.B?F(16|32|64)"},
+                  {"kernel": "", "what": "shared atomics", "absent": True, "sass": "ATOMS\\."}]
+        os.environ["CUOBJDUMP"] = fake
+        try:
+            ok, lines = track.technique(obj, absent, "p74-08")
+        finally:
+            os.environ.pop("CUOBJDUMP") if old is None else os.environ.__setitem__("CUOBJDUMP", old)
+        self.assertFalse(ok)
+        self.assertEqual([l.split(":")[0] for l in lines], ["FAIL", "PASS", "FAIL"])
+        self.assertIn("float atomics in any function: forbidden, found REDG.E.ADD.F32", lines[0])  # past the predicate
+        self.assertIn("float atomics in softmax_block_per_row: none (1 function(s) read)", lines[1])
 
     def test_integrity_rules(self):
         self.assertEqual(integrity.descriptor_symbol("p38-03"), "_ZN6ladder3p387rung_03Ev")
@@ -603,6 +720,13 @@ class TrackGradeTest(unittest.TestCase):
         self.assertIsNotNone(integrity.forbidden("ladder::p38::rung_06()", "p38-05"))
         self.assertIsNone(integrity.forbidden("ladder::p38::rung_05()", "p38-05"))
         self.assertIsNone(integrity.forbidden("ladder::p38::launch_avg_pool3d(ladder::p38::Geometry const&)", "p38-05"))
+        grad_oracle = ("ladder::p74::backward(ladder::p74::Problem74 const&, ladder::p74::Inputs const&, "
+                       "ladder::p74::Saved const&, std::vector<float, std::allocator<float> > const&)")
+        self.assertIsNotNone(integrity.forbidden(grad_oracle, "p74-08"))
+        self.assertIsNotNone(integrity.forbidden("ladder::p38::reference(int)", "p74-08"))  # p74 builds on p38's host
+        self.assertIsNotNone(integrity.forbidden("ladder::p74::rung_09()", "p74-08"))
+        self.assertIsNone(integrity.forbidden("ladder::p74::backward_aligned(unsigned long)", "p74-08"))
+        self.assertIsNone(integrity.forbidden("ladder::p74::launch_two_level_reduction(ladder::p74::Geometry const&)", "p74-08"))
 
     @unittest.skipUnless(all(shutil.which(t) for t in ("g++", "readelf", "c++filt")), "needs g++, readelf and c++filt")
     def test_integrity_objects(self):

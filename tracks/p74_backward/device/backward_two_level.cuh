@@ -33,7 +33,10 @@ static __global__ void __launch_bounds__(kReduceBlock)
   const int64_t planes = int64_t(g.batch) * g.out_channels;
   for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
     const float2 sum = block_warp_sum(routed_chunk(g, plane, grad_out, y_saved, multiplier, g_y), slots);
+    // BEGIN SOLUTION p74-08
+    // STUB: (void)sum, (void)partials;  // yours: thread 0 writes the block's sum to its own slot, plane * gridDim.x + blockIdx.x
     if (threadIdx.x == 0) partials[plane * gridDim.x + blockIdx.x] = sum;
+    // END SOLUTION
   }
 }
 
@@ -43,6 +46,9 @@ static __global__ void __launch_bounds__(kReduceBlock)
 /// depends only on the sizes and the block: deterministic.
 static __global__ void channel_sums(Geometry g, const float2* __restrict__ partials, int chunks,
                                     float* __restrict__ grad_multiplier, float* __restrict__ grad_bias) {
+  // BEGIN SOLUTION p74-08
+  // STUB: if (blockIdx.x == 0 && threadIdx.x == 0) printf("TODO(stage p74-08 two_level): channel_sums: block c sums channel c's g.batch * chunks partials, partials[(n * g.out_channels + c) * chunks + chunk], in an order fixed by the sizes alone (thread t takes entries t, t + blockDim.x, ..., then block_tree_sum through blockDim.x float2 of dynamic shared memory); thread 0 writes grad_multiplier[c] (.x) and grad_bias[c] (.y), no atomics\n");
+  // STUB: (void)g, (void)partials, (void)chunks, (void)grad_multiplier, (void)grad_bias;
   extern __shared__ float2 tree[];
   const int c = blockIdx.x;
   const int64_t count = int64_t(g.batch) * chunks;
@@ -56,6 +62,7 @@ static __global__ void channel_sums(Geometry g, const float2* __restrict__ parti
     grad_multiplier[c] = sum.x;
     grad_bias[c] = sum.y;
   }
+  // END SOLUTION
 }
 
 /// The two kernels above: g_y into `g_y` (pool-sized), grad_multiplier and grad_bias into the

@@ -15,6 +15,10 @@ __device__ __forceinline__ float2 plus(float2 a, float2 b) { return make_float2(
 /// (dynamic shared memory: sized by the block, never by the problem); blockDim.x a power of two.
 /// Every thread returns the block's sum.
 __device__ inline float2 block_tree_sum(float2 v, float2* partial) {
+  // BEGIN SOLUTION p74-06
+  // STUB: if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) printf("TODO(stage p74-06 block_tree): block_tree_sum: sum v over the block through partial (blockDim.x float2): store v, then halve level by level (sequential addressing, thread t adds t + stride, a barrier between levels); every thread returns partial[0], read before a last barrier\n");
+  // STUB: (void)partial;
+  // STUB: return v;
   partial[threadIdx.x] = v;
   __syncthreads();
   for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
@@ -24,15 +28,19 @@ __device__ inline float2 block_tree_sum(float2 v, float2* partial) {
   const float2 sum = partial[0];
   __syncthreads();  // before a next call overwrites partial
   return sum;
+  // END SOLUTION
 }
 
 /// Sum over the warp by __shfl_down_sync: lane 0 gets the warp's sum (the other lanes partial
 /// sums). All 32 lanes must call it.
 __device__ __forceinline__ float2 warp_sum_down(float2 v) {
+  // BEGIN SOLUTION p74-07
+  // STUB: // yours: halve the distance 16, 8, 4, 2, 1, adding lane + offset's .x and .y (__shfl_down_sync, every lane in the mask)
   for (int offset = 16; offset > 0; offset >>= 1) {
     v.x += __shfl_down_sync(0xffffffffu, v.x, offset);
     v.y += __shfl_down_sync(0xffffffffu, v.y, offset);
   }
+  // END SOLUTION
   return v;
 }
 
@@ -40,6 +48,10 @@ __device__ __forceinline__ float2 warp_sum_down(float2 v) {
 /// barrier instead of the tree's log2(blockDim.x). `slots` holds 32 float2; blockDim.x a multiple
 /// of 32, at most 1024. Thread 0 returns the block's sum (the others partial sums).
 __device__ inline float2 block_warp_sum(float2 v, float2* slots) {
+  // BEGIN SOLUTION p74-07
+  // STUB: if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) printf("TODO(stage p74-07 warp_shuffle): block_warp_sum: sum each warp's values by warp_sum_down, lane 0 of each warp stores its sum in slots[warp], a barrier, then the first warp sums the slots (warp_sum_down again); thread 0 returns the block's sum (and a barrier before the slots are written, for the next call)\n");
+  // STUB: (void)slots;
+  // STUB: return v;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   v = warp_sum_down(v);
   __syncthreads();  // slots may still be read by the first warp of a previous call
@@ -47,6 +59,7 @@ __device__ inline float2 block_warp_sum(float2 v, float2* slots) {
   __syncthreads();
   if (warp == 0) v = warp_sum_down(lane < warps ? slots[lane] : make_float2(0.f, 0.f));
   return v;
+  // END SOLUTION
 }
 
 }  // namespace ladder::p74
