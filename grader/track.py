@@ -139,8 +139,12 @@ def agreement_verdict(agreement):
     if nans:
         where = [f"{k} {v['nan_count']}" for k, v in parts.items() if v["nan_count"]]
         return False, f"{nans} output(s) NaN (never written?)" + (f": {', '.join(where)}" if where else "")
-    bad = [f"{k} {v['worst_ratio']:.3g}x" for k, v in parts.items() if not v.get("pass", True)]
-    return False, (f"disagrees with the fp64 oracle: worst error {agreement['worst_ratio']:.3g}x the tolerance" +
+    def ratio(v):  # JSON null where the ratio is infinite (an error against a zero tolerance) or NaN
+        r = v.get("worst_ratio")
+        return "unbounded" if r is None else f"{r:.3g}x"
+
+    bad = [f"{k} {ratio(v)}" for k, v in parts.items() if not v.get("pass", True)]
+    return False, (f"disagrees with the fp64 oracle: worst error {ratio(agreement)} the tolerance" +
                    (f" ({', '.join(bad)})" if bad else ""))
 
 
