@@ -13,6 +13,7 @@
 #include "cuda_check.hpp"
 #include "cuda_context.hpp"
 #include "device.hpp"
+#include "event_marks.hpp"
 #include "provenance_report.hpp"
 #include "rows.hpp"
 #include "streaming_read.cuh"
@@ -83,30 +84,7 @@ Spread time_gpu(F enqueue, B before, int warmup, int reps, const L2Flush* flush,
   return spread_of(ms);
 }
 
-/// Records a CUDA event at every mark; events are created once and reused by later repetitions.
-class EventMarks : public PhaseMarks {
- public:
-  explicit EventMarks(cudaStream_t stream) : stream_(stream) {}
-  ~EventMarks() override {
-    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
-  }
-  void begin(const char* phase) override {
-    if (marks_.size() == pool_.size()) {
-      cudaEvent_t e;
-      CUDA_CHECK(cudaEventCreate(&e));
-      pool_.push_back(e);
-    }
-    CUDA_CHECK(cudaEventRecord(pool_[marks_.size()], stream_));
-    marks_.emplace_back(phase, pool_[marks_.size()]);
-  }
-  void reset() { marks_.clear(); }
-  const std::vector<std::pair<std::string, cudaEvent_t>>& marks() const { return marks_; }
-
- private:
-  cudaStream_t stream_;
-  std::vector<cudaEvent_t> pool_;
-  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
-};
+using EventMarks = ladder::EventMarks<PhaseMarks>;
 
 /// Times a GPU rung as time_gpu does (poisoned output, L2 flushed, outside the timed region),
 /// and each phase it marks: from its mark to the next mark, the last to the end of the run.

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "cuda_check.hpp"
+#include "event_marks.hpp"
 #include "runner.hpp"
 #include "runner_support.hpp"
 
@@ -49,30 +50,7 @@ void require_supported(const Rung& rung, const Problem74& p) {
 
 namespace {
 
-/// Records a CUDA event at every mark; events are created once and reused by later repetitions.
-class EventMarks : public PhaseMarks {
- public:
-  explicit EventMarks(cudaStream_t stream) : stream_(stream) {}
-  ~EventMarks() override {
-    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
-  }
-  void begin(const char* phase) override {
-    if (marks_.size() == pool_.size()) {
-      cudaEvent_t e;
-      CUDA_CHECK(cudaEventCreate(&e));
-      pool_.push_back(e);
-    }
-    CUDA_CHECK(cudaEventRecord(pool_[marks_.size()], stream_));
-    marks_.emplace_back(phase, pool_[marks_.size()]);
-  }
-  void reset() { marks_.clear(); }
-  const std::vector<std::pair<std::string, cudaEvent_t>>& marks() const { return marks_; }
-
- private:
-  cudaStream_t stream_;
-  std::vector<cudaEvent_t> pool_;
-  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
-};
+using EventMarks = ladder::EventMarks<PhaseMarks>;
 
 /// Two events, destroyed with the object (also when a check throws).
 struct EventPair {

@@ -112,4 +112,20 @@ inline void launch_grad_x_generic(const Geometry& g, const BackwardArgs& a, cons
   CUDA_CHECK_LAUNCH("grad_x_generic");
 }
 
+/// The phases rungs 05-08 share after their per-channel reduction: "weight" then "input", both
+/// generic, from the pool-sized g_y. Throws CudaError on a failed launch.
+inline void generic_weight_and_input(const Geometry& g, const BackwardArgs& a, const float* g_y) {
+  a.mark("weight");
+  launch_grad_weight_generic(g, a, g_y);
+  a.mark("input");
+  launch_grad_x_generic(g, a, g_y);
+}
+
+/// Zeroes grad_multiplier and grad_bias before rungs 05-07 accumulate into them with atomics.
+/// Throws CudaError.
+inline void zero_channel_grads(const Geometry& g, const BackwardArgs& a) {
+  CUDA_CHECK(cudaMemsetAsync(a.grad_multiplier, 0, size_t(g.out_channels) * sizeof(float), a.stream));
+  CUDA_CHECK(cudaMemsetAsync(a.grad_bias, 0, size_t(g.out_channels) * sizeof(float), a.stream));
+}
+
 }  // namespace ladder::p74

@@ -40,16 +40,12 @@ void run(const BackwardArgs& a) {
   const Geometry g = make_geometry(a.problem);
   float* g_y = static_cast<float*>(a.workspace);
   a.mark("reduce");
-  CUDA_CHECK(cudaMemsetAsync(a.grad_multiplier, 0, size_t(g.out_channels) * sizeof(float), a.stream));
-  CUDA_CHECK(cudaMemsetAsync(a.grad_bias, 0, size_t(g.out_channels) * sizeof(float), a.stream));
+  zero_channel_grads(g, a);
   const PlaneChunks pc = plane_chunks(g, "routed_block_tree");
   routed_block_tree<<<pc.grid, kReduceBlock, kReduceBlock * sizeof(float2), a.stream>>>(
       g, a.grad_out, a.y_saved, a.in.multiplier, g_y, a.grad_multiplier, a.grad_bias);
   CUDA_CHECK_LAUNCH("routed_block_tree");
-  a.mark("weight");
-  launch_grad_weight_generic(g, a, g_y);
-  a.mark("input");
-  launch_grad_x_generic(g, a, g_y);
+  generic_weight_and_input(g, a, g_y);
 }
 
 }  // namespace

@@ -25,10 +25,7 @@ void run(const BackwardArgs& a) {
   float2* partials = reinterpret_cast<float2*>(ws + g_y_bytes(g));
   a.mark("reduce");
   launch_two_level_reduction(g, a, g_y, partials);
-  a.mark("weight");
-  launch_grad_weight_generic(g, a, g_y);
-  a.mark("input");
-  launch_grad_x_generic(g, a, g_y);
+  generic_weight_and_input(g, a, g_y);
 }
 
 }  // namespace
