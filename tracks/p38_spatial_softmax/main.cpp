@@ -4,30 +4,15 @@
 #include <iostream>
 #include <limits>
 
+#include "cli.hpp"
 #include "runner.hpp"
 
 namespace p38 = ladder::p38;
 
+using ladder::p38::add_triple;
+using ladder::p38::at_least;
+
 namespace {
-
-/// Values >= lo: "POSITIVE" or "NONNEGATIVE" in --help, the range in the error message.
-template <typename T>
-CLI::Validator at_least(T lo) {
-  return CLI::Range(lo, std::numeric_limits<T>::max()).description(lo > 0 ? "POSITIVE" : "NONNEGATIVE");
-}
-
-/// A 3-D option: one value (every axis) or three (depth height width), as PyTorch takes them.
-void add_triple(CLI::App& app, const std::string& name, p38::Triple& target, const std::string& help) {
-  app.add_option_function<std::vector<int64_t>>(
-         name,
-         [&target, name](const std::vector<int64_t>& v) {
-           if (v.size() == 2) throw CLI::ValidationError(name, "takes one value or three (depth height width), not two");
-           target = v.size() == 1 ? p38::Triple::cube(v[0]) : p38::Triple{v[0], v[1], v[2]};
-         },
-         help + " (one value for every axis, or three: depth height width)")
-      ->expected(1, 3)
-      ->type_name("N [N N]");
-}
 
 std::string rung_list() {
   std::string s;

@@ -4,31 +4,15 @@
 #include <iostream>
 #include <limits>
 
+#include "p38_spatial_softmax/cli.hpp"
 #include "runner.hpp"
 
 namespace p74 = ladder::p74;
 
+using ladder::p38::add_triple;
+using ladder::p38::at_least;
+
 namespace {
-
-/// Values >= lo: "POSITIVE" or "NONNEGATIVE" in --help, the range in the error message.
-template <typename T>
-CLI::Validator at_least(T lo) {
-  return CLI::Range(lo, std::numeric_limits<T>::max()).description(lo > 0 ? "POSITIVE" : "NONNEGATIVE");
-}
-
-/// A 3-D option: one value (every axis) or three (depth height width), as PyTorch takes them.
-CLI::Option* add_triple(CLI::App& app, const std::string& name, p74::Triple& target, const std::string& help) {
-  return app
-      .add_option_function<std::vector<int64_t>>(
-          name,
-          [&target, name](const std::vector<int64_t>& v) {
-            if (v.size() == 2) throw CLI::ValidationError(name, "takes one value or three (depth height width), not two");
-            target = v.size() == 1 ? p74::Triple::cube(v[0]) : p74::Triple{v[0], v[1], v[2]};
-          },
-          help + " (one value for every axis, or three: depth height width)")
-      ->expected(1, 3)
-      ->type_name("N [N N]");
-}
 
 std::string rung_list() {
   std::string s;
