@@ -43,7 +43,7 @@ Three phases, each variant in each:
      mantissa bits, far outside an fp32 bound).
   3. timing: CUDA events around each call, the L2 flushed before each repetition (a write of
      twice its size), after --warmup calls, median (min, max) of --reps, under torch.no_grad():
-     compare_pytorch.py's Timer, imported. In the same phase, the two halves of the memory
+     compare_common.py's Timer. In the same phase, the two halves of the memory
      floor: read_x_ms, the time of x.sum() (PyTorch's reduction: reads x once, writes one float)
      and write_out_ms, the time of buf.fill_(0.0) on a preallocated float32 tensor of the
      output's size (writes it once, reads nothing).
@@ -78,19 +78,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
-import json
 import math
-import platform
-import statistics
 import sys
 import time
-import traceback
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent
-_T0 = time.monotonic()
+import compare_common as cc
+from compare_common import (agreement, conv_macs, conv_transpose_out_size, fp32_round, num as _num, peak_memory,
+                            pool_out_size, triple)
+
+SCRIPT = cc.Script("compare_p38")
+log, write_json = SCRIPT.log, SCRIPT.write_json
 
 FP32_U = 2.0 ** -24          # fp32 unit roundoff
 LAMBDA = 8.0                 # tolerance.hpp's kProbabilisticLambda
@@ -103,62 +100,7 @@ KERNELBENCH = {"batch": 32, "in_channels": 32, "out_channels": 64, "depth": 32, 
                "clamp_min": 0.0, "clamp_max": 1.0}
 
 
-def log(msg: str) -> None:
-    print(f"[compare_p38 {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
 # ---- sizes and counts: plain Python, no torch (scripts/test_compare_p38.py tests them) -------------
-
-def triple(value):
-    """An int or three ints -> a tuple of three, as PyTorch's 3-D modules take them."""
-    if isinstance(value, int):
-        return (value, value, value)
-    value = tuple(int(v) for v in value)
-    if len(value) != 3:
-        raise ValueError(f"expected one value or three (depth, height, width), got {value!r}")
-    return value
-
-
-def pool_out_size(size, kernel, stride, padding, ceil_mode=False):
-    """AvgPool3d's output size along one axis (PyTorch's formula; with ceil_mode the last window
-    is dropped when it would start in the right padding)."""
-    num = size + 2 * padding - kernel + (stride - 1 if ceil_mode else 0)
-    out = num // stride + 1  # floor division, as PyTorch's div_rtn
-    if ceil_mode and (out - 1) * stride >= size + padding:
-        out -= 1
-    return out
-
-
-def conv_transpose_out_size(size, kernel, stride, padding, output_padding, dilation=1):
-    """ConvTranspose3d's output size along one axis (PyTorch's formula)."""
-    return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
-
-
-def taps_per_output(in_size, out_size, kernel, stride, padding, dilation=1):
-    """For each output index o of one axis, how many taps k reach an input: the k with
-    o + padding - k*dilation = i*stride for an i in [0, in_size)."""
-    counts = []
-    for o in range(out_size):
-        c = 0
-        for k in range(kernel):
-            t = o + padding - k * dilation
-            if t >= 0 and t % stride == 0 and t // stride < in_size:
-                c += 1
-        counts.append(c)
-    return counts
-
-
-def conv_macs(batch, in_channels, out_channels, groups, pooled_size, out_size, kernel, stride, padding,
-              dilation=(1, 1, 1)):
-    """Multiply-adds of ConvTranspose3d counting only taps that land inside the output: the sum
-    over output positions of (in_channels/groups) x (taps reaching an input there), times batch
-    and out_channels. Taps factor over the axes, so the sum over positions is the product over
-    the axes of the per-axis sums. An int (exact)."""
-    per_axis = 1
-    for a in range(3):
-        per_axis *= sum(taps_per_output(pooled_size[a], out_size[a], kernel[a], stride[a], padding[a], dilation[a]))
-    return batch * out_channels * (in_channels // groups) * per_axis
-
 
 def problem_sizes(p):
     """Derived sizes of a problem dict (keys of KERNELBENCH, plus optional pool_stride,
@@ -172,7 +114,7 @@ def problem_sizes(p):
     k, s, pad = triple(p["kernel_size"]), triple(p["stride"]), triple(p["padding"])
     op, d = triple(p["output_padding"]), triple(p.get("dilation", 1))
     groups = int(p.get("groups", 1))
-    pooled = tuple(pool_out_size(in_size[a], pk[a], ps[a], pp[a], ceil) for a in range(3))
+    pooled = tuple(pool_out_size(in_size[a], pk[a], ps[a], pp[a], ceil_mode=ceil) for a in range(3))
     out = tuple(conv_transpose_out_size(pooled[a], k[a], s[a], pad[a], op[a], d[a]) for a in range(3))
     spatial = out[0] * out[1] * out[2]
     x_elems = p["batch"] * p["in_channels"] * in_size[0] * in_size[1] * in_size[2]
@@ -202,12 +144,6 @@ def fastest_rung(variants):
     return min(ok, key=lambda v: v["median_ms"], default=None)
 
 
-def _target(name, value, limit, op, **fields):
-    met = None if value is None else bool(value <= limit if op == "<=" else value < limit)
-    return {"name": name, "value": value, "limit": limit, "op": op, "met": met,
-            "status": "not measured" if met is None else ("met" if met else "not met"), **fields}
-
-
 def evaluate_targets(variants, floors):
     """The three targets of the module docstring from this run's variants (dicts with kind,
     median_ms, peak_bytes, check) and floors ({memory_floor_ms, compute_floor_ms}). A target
@@ -220,18 +156,18 @@ def evaluate_targets(variants, floors):
         return next((v.get(field) for v in variants if v.get("kind") == k and v.get(field) is not None), None)
 
     compile_ms = kind("compile", "median_ms")
-    out = [_target(f"{label} <= 0.8 x torch.compile", ms / compile_ms if ms and compile_ms else None, 0.8, "<=",
+    out = [cc.target(f"{label} <= 0.8 x torch.compile", ms / compile_ms if ms and compile_ms else None, 0.8, "<=",
                    ms=ms, reference_ms=compile_ms)]
     mem, comp = floors.get("memory_floor_ms"), floors.get("compute_floor_ms")
     bound = max(v for v in (mem, comp) if v is not None) if (mem or comp) else None
-    t = _target(f"{label} <= 2.5 x max(memory floor, compute floor)", ms / bound if ms and bound else None, 2.5,
+    t = cc.target(f"{label} <= 2.5 x max(memory floor, compute floor)", ms / bound if ms and bound else None, 2.5,
                 "<=", ms=ms, reference_ms=bound, memory_floor_ms=mem, compute_floor_ms=comp)
     if comp is None and bound is not None:
         t["note"] = "no compute floor (no FP32 peak): the memory floor alone, a lower bound of the max"
     out.append(t)
     peak = best.get("peak_bytes") if best else None
     eager_peak = kind("eager", "peak_bytes")
-    out.append(_target(f"{label} peak memory < 1/4 x eager's (inputs and parameters included)",
+    out.append(cc.target(f"{label} peak memory < 1/4 x eager's (inputs and parameters included)",
                        peak / eager_peak if peak and eager_peak else None, 0.25, "<", bytes=peak,
                        reference_bytes=eager_peak))
     return out
@@ -246,13 +182,6 @@ def check_samples(batch, count):
 
 
 # ---- the reference and its tolerance (torch) -------------------------------------------------------
-
-def fp32_round(v):
-    """v rounded to float32 as torch.clamp rounds a bound on an fp32 tensor (None stays None)."""
-    import torch
-
-    return None if v is None else float(torch.tensor(float(v), dtype=torch.float32))
-
 
 def reference(model, xs):
     """(out64, conv64, tol, ez) on the samples xs (float64): the Model in float64 with its clamp
@@ -323,20 +252,6 @@ def output_tolerance(m64, xs):
     return conv, tol.view_as(conv), ez
 
 
-def agreement(got, ref, tol):
-    """{max_abs_err, worst_ratio (max |got - ref| / tol), nan_mismatches, pass}; a NaN on one
-    side only counts as an infinite error (compare_pytorch.abs_error)."""
-    import torch
-
-    import compare_pytorch as cp
-
-    err, nan = cp.abs_error(got, ref)
-    ratio = float((err / tol).max()) if err.numel() else 0.0
-    finite = err[torch.isfinite(err)]
-    return {"max_abs_err": float(finite.max()) if finite.numel() else None, "worst_ratio": ratio,
-            "nan_mismatches": nan, "pass": nan == 0 and ratio <= 1.0}
-
-
 # ---- the run --------------------------------------------------------------------------------------
 
 def parse_args(argv):
@@ -345,12 +260,7 @@ def parse_args(argv):
     p.add_argument("--selfcheck", action="store_true", help="small problems, every rung against float64; exit 1 "
                                                            "on any failure (run this first)")
     p.add_argument("--rungs", default="all", help="GPU rungs by number or name, comma-separated (default: all)")
-    p.add_argument("--reps", type=int, default=10, help="timed repetitions per variant (median reported)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed calls before them")
-    for key in ("batch", "in_channels", "out_channels", "depth", "height", "width", "kernel_size", "stride",
-                "padding", "output_padding", "pool_kernel_size"):
-        p.add_argument("--" + key.replace("_", "-"), type=int, default=KERNELBENCH[key],
-                       help=f"default {KERNELBENCH[key]} (KernelBench)")
+    cc.add_problem_args(p, KERNELBENCH, reps=10, warmup=2)
     p.add_argument("--clamp-min", type=float, default=KERNELBENCH["clamp_min"])
     p.add_argument("--clamp-max", type=float, default=KERNELBENCH["clamp_max"])
     p.add_argument("--seed", type=int, default=0)
@@ -369,61 +279,13 @@ def parse_args(argv):
     return args
 
 
-def write_json(path, data):
-    if path:
-        Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n")
-        log(f"wrote {path}")
-
-
-def meta_of(torch, args):
-    import compare_pytorch as cp
-
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return {"device": props.name, "capability": list(torch.cuda.get_device_capability()),
-            "sm_count": props.multi_processor_count, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
-            "cudnn_allow_tf32_default": bool(torch.backends.cudnn.allow_tf32),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "provenance": cp.provenance(), "argv": sys.argv[1:], "seed": args.seed}
-
-
-def peak_memory(torch, fn):
-    """{peak_bytes, baseline_bytes, peak_above_baseline_bytes} of one call (see the docstring)."""
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    out = fn()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
-    del out
-    return {"peak_bytes": peak, "baseline_bytes": base, "peak_above_baseline_bytes": peak - base}
-
-
 def resolve_rungs(spec, rungs):
     """GPU rung ids for --rungs ("all", or ids / names, comma-separated); ValueError names the unknown."""
     gpu = [r for r in rungs if r["gpu"]]
-    if spec.strip() == "all":
-        return [r["id"] for r in gpu]
-    ids = []
-    for key in (s.strip() for s in spec.split(",") if s.strip()):
-        hit = next((r for r in gpu if key in (r["id"], r["name"], f"{r['id']}_{r['name']}")
-                    or (key.isdigit() and int(key) == int(r["id"]))), None)
-        if hit is None:
-            raise ValueError(f"--rungs: no GPU rung {key!r} (GPU rungs: "
-                             f"{', '.join(r['id'] + '_' + r['name'] for r in gpu)})")
-        ids.append(hit["id"])
-    return ids
-
-
-def build(torch, p38, args):
-    """Builds or loads the extension; returns the rung list. Raises RuntimeError on failure."""
-    if p38.p38_track_dir() is None:
-        raise p38._track_missing()
-    log("building the extension (first build: a few minutes)")
-    import conv_pool_ladder as cpl
-
-    cpl.load_extension([], verbose=args.verbose_build, with_p38=True)
-    return p38.list_rungs()
+    try:
+        return cc.pick_rungs(spec, gpu)
+    except LookupError as e:
+        raise ValueError(f"--rungs: no GPU rung {e.args[0]!r} (GPU rungs: {cc.rung_names(gpu)})") from None
 
 
 def make_models(torch, p38, problem, seed, rung_ids):
@@ -442,40 +304,13 @@ def make_models(torch, p38, problem, seed, rung_ids):
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        import torch
-    except Exception as e:  # ImportError, or a broken install (OSError from a shared library)
-        return skip(args, f"PyTorch is not importable ({type(e).__name__}: {e})")
-    if not torch.cuda.is_available():
-        return skip(args, "no CUDA device (torch.cuda.is_available() is False)")
-    sys.path.insert(0, str(REPO_ROOT / "python"))
-    sys.path.insert(0, str(HERE))
-    from conv_pool_ladder import p38
-
-    try:
-        rungs = build(torch, p38, args)
-    except Exception as e:
-        print(f"compare_p38: FAILED to build or load the problem-38 operators:\n{e}", file=sys.stderr)
-        write_json(args.json, {"skipped": False, "build_error": str(e)})
-        return 1
-    if args.selfcheck:
-        return selfcheck(torch, p38, args, rungs)
-    return compare(torch, p38, args, rungs)
-
-
-def skip(args, reason):
-    print(f"compare_p38: SKIPPED: {reason}")
-    write_json(args.json, {"skipped": True, "reason": reason})
-    return 0
+    return cc.track_main(SCRIPT, parse_args(argv), "p38", 38, selfcheck, compare)
 
 
 # ---- the comparison ------------------------------------------------------------------------------------
 
 def compare(torch, p38, args, rungs) -> int:
-    import compare_pytorch as cp
-
-    meta = meta_of(torch, args)
+    meta = cc.run_meta(torch, args)
     problem = {k: getattr(args, k) for k in KERNELBENCH}
     sizes = problem_sizes(problem)
     rung_ids = resolve_rungs(args.rungs, rungs)
@@ -520,21 +355,8 @@ def compare(torch, p38, args, rungs) -> int:
         variants.append({"variant": f"rung {r} {names[r]} (ModelNew)", "kind": "rung", "rung": r, "tf32": None,
                          "against": "model", "fn": lambda m=news[r]: m(x)})
 
-    def tf32_ctx(v):
-        return cp.cudnn_tf32(v["tf32"]) if v["tf32"] is not None else _null()
-
     def run_phase(name, body):
-        for v in variants:
-            if v.get("error"):
-                continue
-            try:
-                with torch.no_grad(), tf32_ctx(v):
-                    body(v)
-            except Exception as e:
-                first = str(e).splitlines()[0] if str(e) else ""
-                log(f"{name}: {v['variant']} failed: {type(e).__name__}: {first}")
-                v["error"] = f"{name}: {type(e).__name__}: {first}"
-                v["traceback"] = traceback.format_exc()
+        cc.run_phase(torch, variants, name, body, log, no_grad=True)
 
     # 1. memory (and the warm-up; torch.compile compiles here).
     def memory(v):
@@ -585,7 +407,7 @@ def compare(torch, p38, args, rungs) -> int:
     torch.cuda.empty_cache()
 
     # 3. timing, and the floors.
-    timer = cp.Timer(torch, args.warmup, args.reps)
+    timer = cc.Timer(torch, args.warmup, args.reps)
     meta.update(reps=args.reps, warmup=args.warmup, l2_bytes=timer.l2_bytes)
     floors = {}
     with torch.no_grad():
@@ -639,22 +461,9 @@ def compare(torch, p38, args, rungs) -> int:
     return 0 if result["passed"] else 1
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _num(v, spec):
-    return "-" if v is None else format(v, spec)
-
-
 def print_report(result):
     m, p, s, f = result["meta"], result["problem"], result["sizes"], result["floors"]
-    print(f"Problem 38 against PyTorch: {m['device']} (sm_{''.join(map(str, m['capability']))}, {m['sm_count']} SMs), "
-          f"torch {m['torch']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}, commit {m['provenance'].get('git_commit')}")
+    print(f"Problem 38 against PyTorch: {cc.env_line(m)}, commit {m['provenance'].get('git_commit')}")
     print(f"problem: batch {p['batch']}, {p['in_channels']} -> {p['out_channels']} channels, input "
           f"{p['depth']}x{p['height']}x{p['width']}, AvgPool3d({p['pool_kernel_size']}), ConvTranspose3d(kernel "
           f"{p['kernel_size']}, stride {p['stride']}, padding {p['padding']}, output_padding {p['output_padding']}), "
@@ -687,13 +496,7 @@ def print_report(result):
           f"{f['memory_floor_ms']:.4f} ms; compute floor {_num(f['compute_floor_ms'], '.4f')} ms = 2 x "
           f"{f['conv_macs']:,} MACs at {_num(f['fp32_peak_tflops'], '.1f')} TFLOP/s ({f['fp32_peak_source']})")
     print()
-    print("Targets (this run's numbers only; value = the ratio)")
-    hdr = f"{'target':<96} {'value':>7} {'limit':>7}  result"
-    print(hdr)
-    print("-" * len(hdr))
-    for t in result["targets"]:
-        print(f"{t['name']:<96} {_num(t['value'], '.3f'):>7} {t['op'] + ' ' + format(t['limit'], 'g'):>7}  "
-              f"{t['status']}{' (' + t['note'] + ')' if t.get('note') else ''}")
+    cc.print_targets(result["targets"], 96)
     print()
     print("RESULT:", "PASS" if result["passed"] else "FAIL (a rung disagreed with float64 or failed)")
 
@@ -736,23 +539,8 @@ def _selfcheck_models(torch, p38, case, seed):
     return model, new, x
 
 
-def _expect_error(results, case, fn, exc_type, needle):
-    try:
-        fn()
-    except exc_type as e:
-        ok = needle.lower() in str(e).lower()
-        results.append({"check": case, "pass": ok, "got": f"{type(e).__name__}: {str(e)[:200]}",
-                        "expected": f"{exc_type.__name__} mentioning {needle!r}"})
-        return
-    except Exception as e:
-        results.append({"check": case, "pass": False, "got": f"{type(e).__name__}: {str(e)[:200]}",
-                        "expected": f"{exc_type.__name__} mentioning {needle!r}"})
-        return
-    results.append({"check": case, "pass": False, "got": "no error", "expected": f"{exc_type.__name__}"})
-
-
 def selfcheck(torch, p38, args, rungs) -> int:
-    meta = meta_of(torch, args)
+    meta = cc.run_meta(torch, args)
     gpu = [r for r in rungs if r["gpu"]]
     ids = resolve_rungs(args.rungs, rungs)
     results = []
@@ -796,15 +584,8 @@ def selfcheck(torch, p38, args, rungs) -> int:
             k = p38.module_params(new)
             call = (lambda r=r: p38.p38_forward(x, new.conv_transpose.weight, new.conv_transpose.bias, new.scale,
                                                 rung=r, poison=True, **k))
-            if r in case.get("refused", ()):
-                _expect_error(results, f"{label} refuses with its reason", call, ValueError, "clamp")
-                continue
-            try:
-                with torch.no_grad():
-                    out = call()
-                    torch.cuda.synchronize()
-            except Exception as e:
-                results.append({"check": label, "pass": False, "got": f"{type(e).__name__}: {e}"})
+            out = cc.call_rung(torch, results, label, call, "clamp" if r in case.get("refused", ()) else None)
+            if out is None:
                 continue
             a = agreement(out, out64, tol)
             results.append({"check": f"{label} vs float64 at the derived bound", **a})
@@ -824,44 +605,32 @@ def selfcheck(torch, p38, args, rungs) -> int:
     # Errors and autograd, on the first case.
     model, new, x = first_case
     new.rung = ids[-1] if ids else "07"
-    _expect_error(results, "x on the CPU", lambda: new(x.cpu()), ValueError, "CUDA")
-    _expect_error(results, "x float64", lambda: new(x.double()), TypeError, "float32")
-    _expect_error(results, "x not contiguous", lambda: new(x.transpose(3, 4)), ValueError, "contiguous")
-    _expect_error(results, "weight float64",
+    cc.expect_error(results, "x on the CPU", lambda: new(x.cpu()), ValueError, "CUDA")
+    cc.expect_error(results, "x float64", lambda: new(x.double()), TypeError, "float32")
+    cc.expect_error(results, "x not contiguous", lambda: new(x.transpose(3, 4)), ValueError, "contiguous")
+    cc.expect_error(results, "weight float64",
                   lambda: p38.p38_forward(x, new.conv_transpose.weight.double(), new.conv_transpose.bias, new.scale,
                                           rung=new.rung, **p38.module_params(new)), TypeError, "float32")
-    _expect_error(results, "unknown rung", lambda: p38.p38_forward(
+    cc.expect_error(results, "unknown rung", lambda: p38.p38_forward(
         x, new.conv_transpose.weight, new.conv_transpose.bias, new.scale, rung="99", **p38.module_params(new)),
         ValueError, "no rung")
-    _expect_error(results, "the CPU rung", lambda: p38.p38_forward(
+    cc.expect_error(results, "the CPU rung", lambda: p38.p38_forward(
         x, new.conv_transpose.weight, new.conv_transpose.bias, new.scale, rung="00", **p38.module_params(new)),
         ValueError, "CPU")
-    _expect_error(results, "output_padding >= stride and dilation", lambda: p38.p38_forward(
+    cc.expect_error(results, "output_padding >= stride and dilation", lambda: p38.p38_forward(
         x, new.conv_transpose.weight, new.conv_transpose.bias, new.scale, rung=new.rung,
         **{**p38.module_params(new), "output_padding": 2}), ValueError, "output_padding")
     xg = x.clone().requires_grad_(True)
     y = new(xg)  # grad mode on, parameters requiring grad
     results.append({"check": "no autograd: the output does not require grad and has no grad_fn",
                     "pass": (not y.requires_grad) and y.grad_fn is None})
-    _expect_error(results, "backward through the output raises", lambda: y.sum().backward(), RuntimeError,
+    cc.expect_error(results, "backward through the output raises", lambda: y.sum().backward(), RuntimeError,
                   "does not require grad")
 
-    failed = [r for r in results if not r.get("pass")]
-    print(f"Problem 38 selfcheck: {meta['device']}, torch {meta['torch']}, commit "
-          f"{meta['provenance'].get('git_commit')}; rungs {', '.join(ids)}; bound: tolerance.hpp's, ported "
-          f"(output_tolerance)")
-    for r in results:
-        extra = ""
-        if "worst_ratio" in r:
-            extra = f"  max |err| {_num(r.get('max_abs_err'), '.2e')}, {r['worst_ratio']:.3g} x bound"
-        if r.get("got") and (not r.get("pass") or "refuses" in r["check"]):
-            extra += f"  [{r['got']}]"
-        verdict = "info" if r.get("info") else ("PASS" if r.get("pass") else "FAIL")
-        print(f"  {verdict:<4} {r['check']}{extra}")
-    print(f"RESULT: {'PASS' if not failed else 'FAIL'} ({len(results) - len(failed)}/{len(results)})")
-    write_json(args.json, {"skipped": False, "selfcheck": True, "meta": meta, "results": results,
-                           "passed": not failed})
-    return 0 if not failed else 1
+    title = (f"Problem 38 selfcheck: {meta['device']}, torch {meta['torch']}, commit "
+             f"{meta['provenance'].get('git_commit')}; rungs {', '.join(ids)}; bound: tolerance.hpp's, ported "
+             f"(output_tolerance)")
+    return cc.report_selfcheck(SCRIPT, args, meta, title, results, with_max_err=True)
 
 
 if __name__ == "__main__":

@@ -84,21 +84,19 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
-import json
 import math
-import platform
-import statistics
-import struct
 import sys
 import time
 import traceback
 import warnings
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent
-_T0 = time.monotonic()
+import compare_common as cc
+from compare_common import (agreement, conv_macs, conv_transpose_out_size, fp32_round, num as _num, peak_memory,
+                            triple)
+from compare_common import pool_out_size as max_pool_out_size
+
+SCRIPT = cc.Script("compare_p74")
+log, write_json = SCRIPT.log, SCRIPT.write_json
 
 FP32_U = 2.0 ** -24   # fp32 unit roundoff
 LAMBDA = 8.0          # the probabilistic bound's lambda, as the other tracks
@@ -127,67 +125,7 @@ KERNELBENCH = {"batch": 16, "in_channels": 16, "out_channels": 32, "depth": 16, 
                "pool_kernel_size": 2}
 
 
-def log(msg: str) -> None:
-    print(f"[compare_p74 {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
 # ---- sizes, counts, windows, targets: plain Python, no torch (scripts/test_compare_p74.py) ---------
-
-def triple(value):
-    """An int or three ints -> a tuple of three, as PyTorch's 3-D modules take them."""
-    if isinstance(value, int):
-        return (value, value, value)
-    value = tuple(int(v) for v in value)
-    if len(value) != 3:
-        raise ValueError(f"expected one value or three (depth, height, width), got {value!r}")
-    return value
-
-
-def fp32_round(v: float) -> float:
-    """v rounded to float32, as PyTorch applies negative_slope to an fp32 tensor."""
-    return struct.unpack("f", struct.pack("f", float(v)))[0]
-
-
-def conv_transpose_out_size(size, kernel, stride, padding, output_padding, dilation=1):
-    """ConvTranspose3d's output size along one axis (PyTorch's formula)."""
-    return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
-
-
-def max_pool_out_size(size, kernel, stride, padding, dilation=1, ceil_mode=False):
-    """MaxPool3d's output size along one axis (PyTorch's pooling_output_shape): floor (or ceil)
-    of (size + 2*padding - dilation*(kernel - 1) - 1)/stride, plus 1; with ceil_mode a last window
-    starting in the right padding is dropped."""
-    num = size + 2 * padding - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
-    out = num // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + padding:
-        out -= 1
-    return out
-
-
-def taps_per_output(in_size, out_size, kernel, stride, padding, dilation=1):
-    """For each output index o of one axis, how many taps k reach an input: the k with
-    o + padding - k*dilation = i*stride for an i in [0, in_size)."""
-    counts = []
-    for o in range(out_size):
-        c = 0
-        for k in range(kernel):
-            t = o + padding - k * dilation
-            if t >= 0 and t % stride == 0 and t // stride < in_size:
-                c += 1
-        counts.append(c)
-    return counts
-
-
-def conv_macs(batch, in_channels, out_channels, groups, in_size, conv_size, kernel, stride, padding,
-              dilation=(1, 1, 1)):
-    """Multiply-adds of ConvTranspose3d counting only taps that land inside its output (the
-    product over the axes of the per-axis tap sums), times batch, out_channels and
-    in_channels/groups. An int (exact)."""
-    per_axis = 1
-    for a in range(3):
-        per_axis *= sum(taps_per_output(in_size[a], conv_size[a], kernel[a], stride[a], padding[a], dilation[a]))
-    return batch * out_channels * (in_channels // groups) * per_axis
-
 
 def problem_sizes(p):
     """Derived sizes of a problem dict (KERNELBENCH's keys, plus optional dilation, groups,
@@ -258,9 +196,7 @@ def _ms(v, phase):
 
 
 def _target(name, value, limit, **fields):
-    met = None if value is None else bool(value <= limit)
-    return {"name": name, "value": value, "limit": limit, "op": "<=", "met": met,
-            "status": "not measured" if met is None else ("met" if met else "missed"), **fields}
+    return cc.target(name, value, limit, "<=", missed="missed", **fields)
 
 
 def evaluate_targets(variants):
@@ -291,17 +227,11 @@ def resolve_rungs(spec, rungs, direction):
     """Rung ids with a GPU `direction` pass ("forward" or "backward") for a --*-rungs value
     ("all", or ids / names, comma-separated); ValueError names the unknown."""
     avail = [r for r in rungs if r[direction]]
-    if spec.strip() == "all":
-        return [r["id"] for r in avail]
-    ids = []
-    for key in (s.strip() for s in spec.split(",") if s.strip()):
-        hit = next((r for r in avail if key in (r["id"], r["name"], f"{r['id']}_{r['name']}")
-                    or (key.isdigit() and int(key) == int(r["id"]))), None)
-        if hit is None:
-            raise ValueError(f"--{direction}-rungs: no rung {key!r} with a GPU {direction} pass (those: "
-                             f"{', '.join(r['id'] + '_' + r['name'] for r in avail) or 'none'})")
-        ids.append(hit["id"])
-    return ids
+    try:
+        return cc.pick_rungs(spec, avail)
+    except LookupError as e:
+        raise ValueError(f"--{direction}-rungs: no rung {e.args[0]!r} with a GPU {direction} pass (those: "
+                         f"{cc.rung_names(avail) or 'none'})") from None
 
 
 def parse_args(argv):
@@ -312,13 +242,7 @@ def parse_args(argv):
                         "exit 1 on any failure (run this first)")
     p.add_argument("--forward-rungs", default="all", help="forward rungs by number or name, comma-separated")
     p.add_argument("--backward-rungs", default="all", help="backward rungs by number or name, comma-separated")
-    p.add_argument("--reps", type=int, default=20, help="timed repetitions per variant (median reported)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls before them")
-    p.add_argument("--flush-mb", type=int, default=256, help="MB written before each repetition to flush the L2")
-    for key in ("batch", "in_channels", "out_channels", "depth", "height", "width", "kernel_size", "stride",
-                "padding", "output_padding", "pool_kernel_size"):
-        p.add_argument("--" + key.replace("_", "-"), type=int, default=KERNELBENCH[key],
-                       help=f"default {KERNELBENCH[key]} (KernelBench)")
+    cc.add_problem_args(p, KERNELBENCH, reps=20, warmup=3, flush_mb=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     p.add_argument("--compile-mode", default="default")
@@ -448,23 +372,6 @@ def _at(torch, t, flat):
     return t.flatten(2).gather(2, flat.flatten(2)).view(flat.shape)
 
 
-def agreement(got, ref, tol):
-    """{max_abs_err, worst_ratio (max |got - ref| / tol), nan_mismatches, pass}; a NaN on one
-    side only is an infinite error."""
-    import torch
-
-    g, r = got.detach().double(), ref.detach().double()
-    gn, rn = torch.isnan(g), torch.isnan(r)
-    err = (g - r).abs()
-    err = torch.where((g == r) | (gn & rn), torch.zeros_like(err), err)
-    err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)
-    nan = int((gn != rn).sum())
-    ratio = float(torch.where(err == 0, torch.zeros_like(err), err / tol).max()) if err.numel() else 0.0  # 0/0: 0
-    finite = err[torch.isfinite(err)]
-    return {"max_abs_err": float(finite.max()) if finite.numel() else None, "worst_ratio": ratio,
-            "nan_mismatches": nan, "pass": nan == 0 and ratio <= 1.0}
-
-
 def check_forward(torch, ref, out, argmax, y_saved):
     """A forward rung's (out, argmax, y_saved) against forward_reference (module docstring)."""
     flat, valid = offset_positions(torch, argmax, ref["pool"], ref["conv_size"])
@@ -574,41 +481,6 @@ def routing_differences(torch, ref, argmax, y_saved):
 
 # ---- the extension and the models (torch) -----------------------------------------------------------
 
-def write_json(path, data):
-    if path:
-        Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n")
-        log(f"wrote {path}")
-
-
-def meta_of(torch, args):
-    import compare_pytorch as cp
-
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return {"device": props.name, "capability": list(torch.cuda.get_device_capability()),
-            "sm_count": props.multi_processor_count, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
-            "cudnn_allow_tf32_default": bool(torch.backends.cudnn.allow_tf32),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "provenance": cp.provenance(), "argv": sys.argv[1:], "seed": args.seed}
-
-
-def skip(args, reason):
-    print(f"compare_p74: SKIPPED: {reason}")
-    write_json(args.json, {"skipped": True, "reason": reason})
-    return 0
-
-
-def build(p74, args):
-    """Builds or loads the extension; returns the rung list. Raises RuntimeError on failure."""
-    if p74.p74_track_dir() is None:
-        raise p74._track_missing()
-    log("building the extension (first build: a few minutes)")
-    import conv_pool_ladder as cpl
-
-    cpl.load_extension([], verbose=args.verbose_build, with_p74=True)
-    return p74.list_rungs()
-
-
 def make_models(torch, p74, problem, seed):
     """(Model (seeded, CUDA), x = torch.rand, grad_out ~ U(-1, 1))."""
     init = [problem["in_channels"], problem["out_channels"], problem["kernel_size"], problem["stride"],
@@ -628,79 +500,14 @@ def new_model(p74, model, init, fwd, bwd):
     return new
 
 
-class Timer:
-    """CUDA events around each call; before each repetition a write of flush_bytes evicts the L2."""
-
-    def __init__(self, torch, warmup, reps, flush_bytes):
-        self.torch, self.warmup, self.reps = torch, warmup, reps
-        self.flush = torch.empty(max(flush_bytes, 1), dtype=torch.uint8, device="cuda")
-
-    def __call__(self, fn):
-        torch = self.torch
-        for _ in range(self.warmup):
-            fn()
-        torch.cuda.synchronize()
-        start = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        end = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        for i in range(self.reps):
-            self.flush.fill_(i & 0xFF)
-            start[i].record()
-            fn()
-            end[i].record()
-            end[i].synchronize()  # one call at a time: the next flush waits for this one
-        ms = [s.elapsed_time(e) for s, e in zip(start, end)]
-        return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "reps": self.reps}
-
-
-def peak_memory(torch, fn):
-    """{peak_bytes, baseline_bytes, peak_above_baseline_bytes} of one call."""
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    out = fn()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
-    del out
-    return {"peak_bytes": peak, "baseline_bytes": base, "peak_above_baseline_bytes": peak - base}
-
-
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        import torch
-    except Exception as e:  # ImportError, or a broken install (OSError from a shared library)
-        return skip(args, f"PyTorch is not importable ({type(e).__name__}: {e})")
-    if not torch.cuda.is_available():
-        return skip(args, "no CUDA device (torch.cuda.is_available() is False)")
-    sys.path.insert(0, str(REPO_ROOT / "python"))
-    sys.path.insert(0, str(HERE))
-    from conv_pool_ladder import p74
-
-    try:
-        rungs = build(p74, args)
-    except Exception as e:
-        print(f"compare_p74: FAILED to build or load the problem-74 operators:\n{e}", file=sys.stderr)
-        write_json(args.json, {"skipped": False, "build_error": str(e)})
-        return 1
-    if args.selfcheck:
-        return selfcheck(torch, p74, args, rungs)
-    return compare(torch, p74, args, rungs)
+    return cc.track_main(SCRIPT, parse_args(argv), "p74", 74, selfcheck, compare)
 
 
 # ---- the comparison (default mode) -------------------------------------------------------------------
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def compare(torch, p74, args, rungs) -> int:
-    import compare_pytorch as cp
-
-    meta = meta_of(torch, args)
+    meta = cc.run_meta(torch, args)
     problem = problem_of(args)
     sizes = problem_sizes(problem)
     fwd_ids = resolve_rungs(args.forward_rungs, rungs, "forward")
@@ -756,21 +563,8 @@ def compare(torch, p74, args, rungs) -> int:
         variants.append({"variant": f"forward {r} {names[r]}", "kind": "forward", "rung": r, "key": ("f", r),
                          "tf32": None})
 
-    def tf32_ctx(v):
-        return cp.cudnn_tf32(v["tf32"]) if v["tf32"] is not None else _null()
-
     def run(vs, phase_name, body):
-        for v in vs:
-            if v.get("error"):
-                continue
-            try:
-                with tf32_ctx(v):
-                    body(v)
-            except Exception as e:
-                first = str(e).splitlines()[0] if str(e) else ""
-                log(f"{phase_name}: {v['variant']} failed: {type(e).__name__}: {first}")
-                v["error"] = f"{phase_name}: {type(e).__name__}: {first}"
-                v["traceback"] = traceback.format_exc()
+        cc.run_phase(torch, vs, phase_name, body, log)
 
     # ---- stage 1: forward ----
     def fwd_fn(v):
@@ -809,7 +603,7 @@ def compare(torch, p74, args, rungs) -> int:
     run(variants, "check (forward)", fwd_check)
     state.pop("ref")
     torch.cuda.empty_cache()
-    state["timer"] = Timer(torch, args.warmup, args.reps, args.flush_mb * 2**20)
+    state["timer"] = cc.Timer(torch, args.warmup, args.reps, args.flush_mb * 2**20)
 
     def fwd_time(v):
         log(f"timing (forward): {v['variant']}")
@@ -870,7 +664,7 @@ def compare(torch, p74, args, rungs) -> int:
         run(pairs, "check (backward)", train_check)
         del bref, argmax, y_saved
     torch.cuda.empty_cache()
-    state["timer"] = Timer(torch, args.warmup, args.reps, args.flush_mb * 2**20)
+    state["timer"] = cc.Timer(torch, args.warmup, args.reps, args.flush_mb * 2**20)
     meta.update(reps=args.reps, warmup=args.warmup, flush_bytes=args.flush_mb * 2**20)
 
     def train_time(v):
@@ -891,18 +685,13 @@ def compare(torch, p74, args, rungs) -> int:
     return 0 if result["passed"] else 1
 
 
-def _num(v, spec):
-    return "-" if v is None else format(v, spec)
-
-
 def _mb(v):
     return None if v is None else v / 1e6
 
 
 def print_report(result):
     m, p, s = result["meta"], result["problem"], result["sizes"]
-    print(f"Problem 74 against PyTorch: {m['device']} (sm_{''.join(map(str, m['capability']))}, {m['sm_count']} SMs), "
-          f"torch {m['torch']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}, commit {m['provenance'].get('git_commit')}")
+    print(f"Problem 74 against PyTorch: {cc.env_line(m)}, commit {m['provenance'].get('git_commit')}")
     print(f"problem: batch {p['batch']}, {p['in_channels']} -> {p['out_channels']} channels, input "
           f"{p['depth']}x{p['height']}x{p['width']}, ConvTranspose3d(kernel {p['kernel_size']}, stride {p['stride']}, "
           f"padding {p['padding']}, output_padding {p['output_padding']}), LeakyReLU({p['negative_slope']}), "
@@ -942,12 +731,7 @@ def print_report(result):
     print("(x tol: worst |error| / its derived bound; forward rungs: out, y_saved and out from y_saved; pairs: the "
           "four gradients; PyTorch: out, information)")
     print()
-    print("Targets (this run's numbers only; value = the ratio)")
-    hdr = f"{'target':<100} {'value':>7} {'limit':>7}  result"
-    print(hdr)
-    print("-" * len(hdr))
-    for t in result["targets"]:
-        print(f"{t['name']:<100} {_num(t['value'], '.3f'):>7} {'<= ' + format(t['limit'], 'g'):>7}  {t['status']}")
+    cc.print_targets(result["targets"], 100)
     print()
     print("RESULT:", "PASS" if result["passed"] else "FAIL (a rung disagreed with float64 or failed)")
 
@@ -1030,20 +814,6 @@ def case_new(p74, model, init, fwd, bwd):
     return new.cuda()
 
 
-def _expect_error(results, check, fn, exc_type, needle):
-    try:
-        fn()
-    except exc_type as e:
-        results.append({"check": check, "pass": needle.lower() in str(e).lower(),
-                        "got": f"{type(e).__name__}: {str(e)[:200]}", "expected": f"{exc_type.__name__} ~ {needle!r}"})
-        return
-    except Exception as e:
-        results.append({"check": check, "pass": False, "got": f"{type(e).__name__}: {str(e)[:200]}",
-                        "expected": f"{exc_type.__name__} ~ {needle!r}"})
-        return
-    results.append({"check": check, "pass": False, "got": "no error", "expected": exc_type.__name__})
-
-
 def _forward_args(model):
     ct = model.conv_transpose
     return ct.weight.detach(), ct.bias.detach(), model.multiplier.detach()
@@ -1055,6 +825,10 @@ def check_case(torch, p74, case, seed, fwd_ids, bwd_ids, rung_meta, results):
     model, init, x, grad_out = case_models(torch, p74, case, seed)
     p = case_problem(case)
     family = in_family(p)
+
+    def refusal(r):  # the fast rungs refuse a problem outside their family, naming it
+        return "cannot run this problem" if r in rung_meta["fast"] and not family else None
+
     w, b, mult = _forward_args(model)
     kw = p74.module_params(model)
     py = problem_sizes(p)
@@ -1077,16 +851,10 @@ def check_case(torch, p74, case, seed, fwd_ids, bwd_ids, rung_meta, results):
     for r in fwd_ids:
         label = f"{name}: forward {r}"
         call = (lambda r=r: p74.p74_forward(x, w, b, mult, rung=r, poison=True, **kw))
-        if r in rung_meta["fast"] and not family:
-            _expect_error(results, f"{label} refuses with its reason", call, ValueError, "cannot run this problem")
+        got = cc.call_rung(torch, results, label, call, refusal(r))
+        if got is None:
             continue
-        try:
-            with torch.no_grad():
-                out, argmax, y_saved = call()
-                torch.cuda.synchronize()
-        except Exception as e:
-            results.append({"check": label, "pass": False, "got": f"{type(e).__name__}: {e}"})
-            continue
+        out, argmax, y_saved = got
         c = check_forward(torch, ref, out, argmax, y_saved)
         results.append({"check": f"{label} vs float64 (out, argmax, y_saved)", "pass": c["pass"],
                         "worst_ratio": max(c[k]["worst_ratio"] for k in ("out", "y_saved", "out_from_y_saved")),
@@ -1110,15 +878,8 @@ def check_case(torch, p74, case, seed, fwd_ids, bwd_ids, rung_meta, results):
     for r in bwd_ids:
         label = f"{name}: backward {r} (state of forward {src})"
         call = (lambda r=r: p74.p74_backward(grad_out, x, w, b, mult, argmax, y_saved, rung=r, poison=True, **kw))
-        if r in rung_meta["fast"] and not family:
-            _expect_error(results, f"{label} refuses with its reason", call, ValueError, "cannot run this problem")
-            continue
-        try:
-            with torch.no_grad():
-                grads = call()
-                torch.cuda.synchronize()
-        except Exception as e:
-            results.append({"check": label, "pass": False, "got": f"{type(e).__name__}: {e}"})
+        grads = cc.call_rung(torch, results, label, call, refusal(r))
+        if grads is None:
             continue
         c = check_backward(torch, bref, grads)
         results.append({"check": f"{label} vs float64 routed alike", "pass": c["pass"],
@@ -1212,7 +973,7 @@ def gradchecks(torch, p74, args, fwd_ids, bwd_ids, rung_meta, results):
             (gx,) = torch.autograd.grad((out * out).sum(), xs, create_graph=True)
             gx.sum().backward()
 
-        _expect_error(results, f"{case['name']}: ModelNew's second order raises", second_order, RuntimeError,
+        cc.expect_error(results, f"{case['name']}: ModelNew's second order raises", second_order, RuntimeError,
                       "once_differentiable")
         # needs_input_grad: x without grad; then the parameters frozen
         new.zero_grad(set_to_none=True)
@@ -1265,33 +1026,33 @@ def model_checks(torch, p74, args, fwd_ids, bwd_ids, rung_meta, results):
                         and gout.shape == gm(gx).shape, "got": f"{chosen}, {len(caught)} warnings"})
     # errors
     call = p74.p74_forward
-    _expect_error(results, "x on the CPU", lambda: call(x.cpu(), w, b, mult, rung=f_r, **kw), ValueError, "CUDA")
-    _expect_error(results, "x float64", lambda: call(x.double(), w, b, mult, rung=f_r, **kw), TypeError, "float32")
-    _expect_error(results, "x not contiguous", lambda: call(x.transpose(3, 4), w, b, mult, rung=f_r, **kw),
+    cc.expect_error(results, "x on the CPU", lambda: call(x.cpu(), w, b, mult, rung=f_r, **kw), ValueError, "CUDA")
+    cc.expect_error(results, "x float64", lambda: call(x.double(), w, b, mult, rung=f_r, **kw), TypeError, "float32")
+    cc.expect_error(results, "x not contiguous", lambda: call(x.transpose(3, 4), w, b, mult, rung=f_r, **kw),
                   ValueError, "contiguous")
-    _expect_error(results, "bias of the wrong shape", lambda: call(x, w, b[:-1].contiguous(), mult, rung=f_r, **kw),
+    cc.expect_error(results, "bias of the wrong shape", lambda: call(x, w, b[:-1].contiguous(), mult, rung=f_r, **kw),
                   ValueError, "bias must have shape")
-    _expect_error(results, "multiplier of the wrong shape",
+    cc.expect_error(results, "multiplier of the wrong shape",
                   lambda: call(x, w, b, mult.reshape(-1)[:-1].contiguous(), rung=f_r, **kw), ValueError, "multiplier")
-    _expect_error(results, "unknown rung", lambda: call(x, w, b, mult, rung="99", **kw), ValueError, "no rung")
-    _expect_error(results, "the CPU rung 00 in p74_forward", lambda: call(x, w, b, mult, rung="00", **kw), ValueError,
+    cc.expect_error(results, "unknown rung", lambda: call(x, w, b, mult, rung="99", **kw), ValueError, "no rung")
+    cc.expect_error(results, "the CPU rung 00 in p74_forward", lambda: call(x, w, b, mult, rung="00", **kw), ValueError,
                   "no GPU forward pass")
-    _expect_error(results, "a backward rung in p74_forward", lambda: call(x, w, b, mult, rung=b_r, **kw), ValueError,
+    cc.expect_error(results, "a backward rung in p74_forward", lambda: call(x, w, b, mult, rung=b_r, **kw), ValueError,
                   "no GPU forward pass")
-    _expect_error(results, "output_padding >= stride and dilation",
+    cc.expect_error(results, "output_padding >= stride and dilation",
                   lambda: call(x, w, b, mult, rung=f_r, **{**kw, "output_padding": 2}), ValueError, "output_padding")
     bcall = p74.p74_backward
-    _expect_error(results, "argmax int64", lambda: bcall(grad_out, x, w, b, mult, am.long(), ys, rung=b_r, **kw),
+    cc.expect_error(results, "argmax int64", lambda: bcall(grad_out, x, w, b, mult, am.long(), ys, rung=b_r, **kw),
                   TypeError, "argmax")
-    _expect_error(results, "grad_out of the wrong shape",
+    cc.expect_error(results, "grad_out of the wrong shape",
                   lambda: bcall(grad_out[:, :-1].contiguous(), x, w, b, mult, am, ys, rung=b_r, **kw), ValueError,
                   "grad_out must have shape")
-    _expect_error(results, "a forward rung in p74_backward",
+    cc.expect_error(results, "a forward rung in p74_backward",
                   lambda: bcall(grad_out, x, w, b, mult, am, ys, rung=f_r, **kw), ValueError, "no GPU backward pass")
 
 
 def selfcheck(torch, p74, args, rungs) -> int:
-    meta = meta_of(torch, args)
+    meta = cc.run_meta(torch, args)
     fwd_ids = resolve_rungs(args.forward_rungs, rungs, "forward")
     bwd_ids = resolve_rungs(args.backward_rungs, rungs, "backward")
     rung_meta = {"deterministic": {r["id"]: r["deterministic"] for r in rungs}, "fast": ("04", "09")}
@@ -1327,22 +1088,10 @@ def selfcheck(torch, p74, args, rungs) -> int:
                             "got": f"{type(e).__name__}: {e}\n{traceback.format_exc()}"})
         torch.cuda.empty_cache()
 
-    failed = [r for r in results if not r.get("pass")]
-    print(f"Problem 74 selfcheck: {meta['device']}, torch {meta['torch']}, commit "
-          f"{meta['provenance'].get('git_commit')}; forward rungs {', '.join(fwd_ids)}, backward rungs "
-          f"{', '.join(bwd_ids)}")
-    for r in results:
-        extra = ""
-        if r.get("worst_ratio") is not None:
-            extra = f"  {r['worst_ratio']:.3g} x bound"
-        if r.get("got") and (not r.get("pass") or "refuses" in r["check"] or "argmax" in str(r.get("got"))):
-            extra += f"  [{r['got']}]"
-        verdict = "info" if r.get("info") else ("PASS" if r.get("pass") else "FAIL")
-        print(f"  {verdict:<4} {r['check']}{extra}")
-    print(f"RESULT: {'PASS' if not failed else 'FAIL'} ({len(results) - len(failed)}/{len(results)})")
-    write_json(args.json, {"skipped": False, "selfcheck": True, "meta": meta, "results": results,
-                           "passed": not failed})
-    return 0 if not failed else 1
+    title = (f"Problem 74 selfcheck: {meta['device']}, torch {meta['torch']}, commit "
+             f"{meta['provenance'].get('git_commit')}; forward rungs {', '.join(fwd_ids)}, backward rungs "
+             f"{', '.join(bwd_ids)}")
+    return cc.report_selfcheck(SCRIPT, args, meta, title, results, got_words=("argmax",))
 
 
 if __name__ == "__main__":

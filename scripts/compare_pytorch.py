@@ -73,11 +73,9 @@ The JIT build lands under /tmp (LADDER_TORCH_BUILD_DIR overrides); no network is
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import math
-import platform
 import random
 import statistics
 import sys
@@ -85,56 +83,20 @@ import time
 import traceback
 from pathlib import Path
 
+import compare_common as cc
+from compare_common import Timer, abs_error, cudnn_tf32, provenance
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FP32_U = 2.0 ** -24
 TF32_U = 2.0 ** -11  # TF32 keeps 10 mantissa bits: unit roundoff of round to nearest
 LAMBDA = 8.0
 Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |y| (see above)
 KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
-_T0 = time.monotonic()
 DEFAULT_STAGES = "vectorized_loads,async_copy,tensor_cores,three_tf32,pool_before_conv,single_launch"
 
 
-def provenance() -> dict:
-    """Where a result came from, as the ladder's JSON records it: git commit (LADDER_GIT_COMMIT /
-    LADDER_GIT_DIRTY override it where the tree has no .git), nvcc and driver versions, host CPU,
-    date. Fields that cannot be read are "unknown"."""
-    import datetime
-    import os
-    import subprocess
-
-    def run(cmd):
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    root = str(REPO_ROOT)
-    commit = os.environ.get("LADDER_GIT_COMMIT") or run(["git", "-C", root, "rev-parse", "HEAD"]) or "unknown"
-    dirty = os.environ.get("LADDER_GIT_DIRTY")
-    if dirty is None:
-        status = run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
-        dirty = "unknown" if commit == "unknown" else ("yes" if status else "no")
-    nvcc = next((l.split("release")[-1].strip() for l in run(["nvcc", "--version"]).splitlines() if "release" in l),
-                "unknown")
-    driver = "unknown"
-    try:
-        first = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
-        driver = next((w for w in first.split() if w.count(".") >= 1 and w.replace(".", "").isdigit()), "unknown")
-    except (OSError, IndexError):
-        pass
-    cpu = "unknown"
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                   if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"git_commit": commit, "git_dirty": dirty, "nvcc_version": nvcc, "driver_release": driver,
-            "host_cpu": cpu, "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-
-
-def log(msg: str) -> None:
-    print(f"[compare_pytorch {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+SCRIPT = cc.Script("compare_pytorch")
+log, write_json, skip = SCRIPT.log, SCRIPT.write_json, SCRIPT.skip
 
 
 def parse_args(argv):
@@ -162,18 +124,6 @@ def parse_args(argv):
     return args
 
 
-def write_json(path, data) -> None:
-    if path:
-        Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n")
-        log(f"wrote {path}")
-
-
-def skip(args, reason: str) -> int:
-    print(f"compare_pytorch: SKIPPED: {reason}")
-    write_json(args.json, {"skipped": True, "reason": reason})
-    return 0
-
-
 # ---- the reference, split where the stages report pooled ----------------------------------------
 
 def model_parts(model, x):
@@ -187,19 +137,6 @@ def model_parts(model, x):
     t = torch.logsumexp(t, dim=1, keepdim=True)
     y = torch.sum(t, dim=(2, 3)) * 10.0
     return pooled.flatten(1), y
-
-
-@contextlib.contextmanager
-def cudnn_tf32(enabled: bool):
-    """cuDNN's TF32 switch (the legacy flag only: mixing it with fp32_precision can raise)."""
-    import torch
-
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32 = old
 
 
 def pooled_bounds(x, weight, conv_bias, pooled64, groups, hout, wout):
@@ -225,19 +162,6 @@ def pooled_bounds(x, weight, conv_bias, pooled64, groups, hout, wout):
     return fp32, tf32, chain
 
 
-def abs_error(got, ref):
-    """|got - ref| in double; equal values (infinities too) and NaN in both give 0; a NaN on one
-    side only gives inf (it must fail). Returns (err, count of NaN mismatches)."""
-    import torch
-
-    got, ref = got.detach().double(), ref.detach().double()
-    got_nan, ref_nan = torch.isnan(got), torch.isnan(ref)
-    err = (got - ref).abs()
-    err = torch.where((got == ref) | (got_nan & ref_nan), torch.zeros_like(err), err)
-    err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)
-    return err, int((got_nan != ref_nan).sum())
-
-
 def compare(name, against, pooled, y, ref_pooled, ref_y, pooled_tol, gating, pooled_gating=True):
     ep, nan_p = abs_error(pooled, ref_pooled)
     ey, nan_y = abs_error(y, ref_y)
@@ -255,32 +179,6 @@ def compare(name, against, pooled, y, ref_pooled, ref_y, pooled_tol, gating, poo
 
 
 # ---- timing ----------------------------------------------------------------------------------------
-
-class Timer:
-    """CUDA events around each call; before each repetition a write of 2x the L2 size evicts it."""
-
-    def __init__(self, torch, warmup, reps):
-        self.torch, self.warmup, self.reps = torch, warmup, reps
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
-        self.flush = torch.empty(2 * self.l2_bytes, dtype=torch.uint8, device="cuda")
-
-    def __call__(self, fn):
-        torch = self.torch
-        for _ in range(self.warmup):
-            fn()
-        torch.cuda.synchronize()
-        start = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        end = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        for i in range(self.reps):
-            self.flush.zero_()
-            start[i].record()
-            fn()
-            end[i].record()
-            end[i].synchronize()  # one call at a time: the next flush waits for this one
-        ms = [s.elapsed_time(e) for s, e in zip(start, end)]
-        return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "reps": self.reps}
-
 
 def graph_of(torch, fn):
     """A CUDA graph of one call of fn (warmed up on a side stream first, as PyTorch asks)."""
@@ -702,14 +600,8 @@ def main(argv=None) -> int:
     from conv_pool_ladder.ops import run_stage
 
     props = torch.cuda.get_device_properties(0)
-    meta = {
-        "device": props.name, "capability": list(torch.cuda.get_device_capability()),
-        "sm_count": props.multi_processor_count, "torch": torch.__version__, "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
-        "cudnn_allow_tf32_default": bool(torch.backends.cudnn.allow_tf32),
-        "reps": args.reps, "warmup": args.warmup, "seed": args.seed,
-        "provenance": provenance(),
-    }
+    meta = {**cc.device_meta(torch), "reps": args.reps, "warmup": args.warmup, "seed": args.seed,
+            "provenance": provenance()}
     result = {"skipped": False, "meta": meta, "checks": [], "grad_checks": [], "error_checks": [],
               "timings": [], "notes": []}
 
@@ -921,8 +813,7 @@ def main(argv=None) -> int:
 def print_report(result) -> None:
     meta = result["meta"]
     p = meta["problem"]
-    print(f"PyTorch side by side: {meta['device']} (sm_{''.join(map(str, meta['capability']))}, "
-          f"{meta['sm_count']} SMs), torch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}")
+    print(f"PyTorch side by side: {cc.env_line(meta)}")
     print(f"problem: batch {p['batch']}, {p['in_channels']} -> {p['out_channels']} channels, "
           f"{p['height']}x{p['width']}, kernel {p['kernel_size']}, x = {p['x']}")
     b = meta["pooled_bound"]
@@ -1026,13 +917,8 @@ def print_accuracy_and_targets(result) -> None:
         print()
     tg = result.get("targets") or []
     if tg:
-        print("Targets (this run's medians only; value = the ratio of the two medians)")
-        hdr = f"{'target':<72} {'value':>7} {'limit':>8}  result"
-        print(hdr)
-        print("-" * len(hdr))
-        for t in tg:
-            status = t["status"] + (f" (no timing: {', '.join(t['missing'])})" if t.get("missing") else "")
-            print(f"{t['name']:<72} {num(t['value'], '.3f'):>7} {t['op'] + ' ' + format(t['limit'], 'g'):>8}  {status}")
+        cc.print_targets(tg, 72, title="Targets (this run's medians only; value = the ratio of the two medians)",
+                         limit_width=8)
         print()
 
 

@@ -2,7 +2,9 @@
 """Tests of what scripts/compare_p38.py and the extension build compute without torch or a GPU:
 the sizes and conv_macs (against a hand count at KernelBench's sizes and a brute-force count on
 random problems), the floors, the sample choice, the targets' logic, and which sources
-python/conv_pool_ladder/_build.py compiles for problem 38 with and without the track.
+python/conv_pool_ladder/_build.py compiles for problem 38 with and without the track; and the
+plain-Python helpers of scripts/compare_common.py that compare_p74.py shares (taps, fp32
+rounding, rung selection, targets).
 
     python3 scripts/test_compare_p38.py        # unittest; exit 0 when all pass
 
@@ -24,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "python"))
+import compare_common as cc  # noqa: E402
 import compare_p38 as c  # noqa: E402
 
 
@@ -40,11 +43,11 @@ class KernelBenchSizes(unittest.TestCase):
         # Depth: pooled 16 -> 32, kernel 3, stride 2, padding 1. Output o reads input (o + 1 - k)/2:
         # even o: only k = 1 (i = o/2); odd o: k = 0 (i = (o+1)/2) and k = 2 (i = (o-1)/2), except
         # o = 31, where k = 0 would read i = 16, outside. 16*1 + 15*2 + 1 = 47.
-        d = c.taps_per_output(16, 32, 3, 2, 1)
+        d = cc.taps_per_output(16, 32, 3, 2, 1)
         self.assertEqual(d[:4], [1, 2, 1, 2])
         self.assertEqual(d[-1], 1)
         self.assertEqual(sum(d), 47)
-        self.assertEqual(sum(c.taps_per_output(32, 64, 3, 2, 1)), 95)  # 32*1 + 31*2 + 1
+        self.assertEqual(sum(cc.taps_per_output(32, 64, 3, 2, 1)), 95)  # 32*1 + 31*2 + 1
 
     def test_conv_macs_kernelbench(self):
         # 47 * 95 * 95 taps summed over positions, times batch 32, out 64, in 32.
@@ -61,17 +64,17 @@ class KernelBenchSizes(unittest.TestCase):
         self.assertIsNone(c.compute_floor_ms(1e9, None))
 
 
-def brute_force_macs(p):
-    """Scatter form, over every (output position, input position, tap) triple of a tiny problem:
-    MACs = batch * out_channels * (in_channels/groups) * #{(i, k) in 3-D: i*stride - padding +
-    k*dilation lands inside the output}. Independent of the per-axis factorization."""
-    s = c.problem_sizes(p)
-    k, st, pad, dil = (c.triple(p[key]) for key in ("kernel_size", "stride", "padding", "dilation"))
+def brute_force_macs(p, in_size, out_size):
+    """ConvTranspose3d's MACs from input in_size to output out_size for the problem dict p, in
+    scatter form over every (input position, tap) pair of a tiny problem: batch * out_channels *
+    (in_channels/groups) * #{(i, k) in 3-D: i*stride - padding + k*dilation lands inside the
+    output}. Independent of the per-axis factorization (scripts/test_compare_p74.py uses it too)."""
+    k, st, pad, dil = (cc.triple(p[key]) for key in ("kernel_size", "stride", "padding", "dilation"))
     count = 0
-    for i in itertools.product(*(range(n) for n in s["pooled_size"])):
+    for i in itertools.product(*(range(n) for n in in_size)):
         for t in itertools.product(*(range(n) for n in k)):
             o = [i[a] * st[a] - pad[a] + t[a] * dil[a] for a in range(3)]
-            count += all(0 <= o[a] < s["out_size"][a] for a in range(3))
+            count += all(0 <= o[a] < out_size[a] for a in range(3))
     return p["batch"] * p["out_channels"] * (p["in_channels"] // p["groups"]) * count
 
 
@@ -96,7 +99,7 @@ class RandomProblems(unittest.TestCase):
             s = c.problem_sizes(p)
             if min(s["pooled_size"]) < 1 or min(s["out_size"]) < 1:
                 continue
-            self.assertEqual(s["conv_macs"], brute_force_macs(p), p)
+            self.assertEqual(s["conv_macs"], brute_force_macs(p, s["pooled_size"], s["out_size"]), p)
             checked += 1
 
     def test_border_taps_reach_no_input(self):
@@ -107,9 +110,9 @@ class RandomProblems(unittest.TestCase):
              "dilation": 1}
         s = c.problem_sizes(p)
         self.assertEqual(s["out_size"], (4, 4, 4))
-        self.assertEqual(c.taps_per_output(2, 4, 3, 1, 0), [1, 2, 2, 1])
+        self.assertEqual(cc.taps_per_output(2, 4, 3, 1, 0), [1, 2, 2, 1])
         self.assertEqual(s["conv_macs"], 6 ** 3)
-        self.assertEqual(s["conv_macs"], brute_force_macs(p))
+        self.assertEqual(s["conv_macs"], brute_force_macs(p, s["pooled_size"], s["out_size"]))
 
 
 class PoolSizes(unittest.TestCase):
@@ -130,10 +133,33 @@ class Helpers(unittest.TestCase):
         self.assertEqual(c.check_samples(1, 2), [0])
 
     def test_triple(self):
-        self.assertEqual(c.triple(2), (2, 2, 2))
-        self.assertEqual(c.triple([1, 2, 3]), (1, 2, 3))
+        self.assertEqual(cc.triple(2), (2, 2, 2))
+        self.assertEqual(cc.triple([1, 2, 3]), (1, 2, 3))
         with self.assertRaises(ValueError):
-            c.triple((1, 2))
+            cc.triple((1, 2))
+
+    def test_fp32_round(self):
+        self.assertEqual(cc.fp32_round(0.2), 0.20000000298023224)
+        self.assertEqual(cc.fp32_round(-100.0), -100.0)
+        self.assertIsNone(cc.fp32_round(None))
+        self.assertEqual(cc.fp32_round(1e39), float("inf"))   # beyond float32: inf, as torch rounds it
+        self.assertEqual(cc.fp32_round(-1e39), float("-inf"))
+
+    def test_resolve_rungs(self):
+        rungs = [{"id": "00", "name": "cpu_reference", "gpu": False}, {"id": "05", "name": "fused", "gpu": True},
+                 {"id": "07", "name": "subpixel_tiled", "gpu": True}]
+        self.assertEqual(c.resolve_rungs("all", rungs), ["05", "07"])
+        self.assertEqual(c.resolve_rungs("7, fused", rungs), ["07", "05"])
+        self.assertEqual(c.resolve_rungs("07_subpixel_tiled", rungs), ["07"])
+        with self.assertRaisesRegex(ValueError, r"no GPU rung '00' \(GPU rungs: 05_fused, 07_subpixel_tiled\)"):
+            c.resolve_rungs("00", rungs)
+
+    def test_target(self):
+        self.assertEqual(cc.target("t", 0.5, 0.5)["status"], "met")
+        self.assertEqual(cc.target("t", 0.5, 0.5, "<")["status"], "not met")
+        self.assertEqual(cc.target("t", 0.6, 0.5, missed="missed")["status"], "missed")
+        t = cc.target("t", None, 0.5, ms=None)
+        self.assertEqual((t["status"], t["met"], t["ms"]), ("not measured", None, None))
 
 
 def variant(kind, ms, peak=None, passed=True, rung=None):

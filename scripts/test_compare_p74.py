@@ -30,6 +30,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "python"))
 import compare_p74 as c  # noqa: E402
+from test_compare_p38 import brute_force_macs  # noqa: E402
 
 
 class KernelBenchSizes(unittest.TestCase):
@@ -43,17 +44,9 @@ class KernelBenchSizes(unittest.TestCase):
         self.assertEqual(s["weight_elems"], 16 * 32 * 27)
         self.assertEqual(s["pool_window"], 8)
 
-    def test_per_axis_taps_by_hand(self):
-        # Depth: input 16 -> 32, kernel 3, stride 2, padding 1. Output o reads input (o + 1 - k)/2:
-        # even o: k = 1 only; odd o: k = 0 and k = 2, except o = 31, where k = 0 would read i = 16.
-        d = c.taps_per_output(16, 32, 3, 2, 1)
-        self.assertEqual(d[:4], [1, 2, 1, 2])
-        self.assertEqual(d[-1], 1)
-        self.assertEqual(sum(d), 47)
-        self.assertEqual(sum(c.taps_per_output(32, 64, 3, 2, 1)), 95)
-
     def test_conv_macs_kernelbench(self):
-        # 47 * 95 * 95 taps summed over positions, times batch 16, out 32, in 16.
+        # 47 * 95 * 95 taps summed over positions (the per-axis sums: scripts/test_compare_p38.py,
+        # the same geometry), times batch 16, out 32, in 16.
         self.assertEqual(c.problem_sizes(c.KERNELBENCH)["conv_macs"], 47 * 95 * 95 * 16 * 32 * 16)
         self.assertEqual(c.problem_sizes(c.KERNELBENCH)["conv_macs"], 3_474_841_600)
 
@@ -80,20 +73,6 @@ class KernelBenchSizes(unittest.TestCase):
         self.assertEqual(consts["DEFAULT_BACKWARD_RUNG"], "09")
 
 
-def brute_force_macs(p):
-    """Scatter form over every (input position, tap) pair of a tiny problem: MACs = batch *
-    out_channels * (in_channels/groups) * #{(i, k): i*stride - padding + k*dilation lands inside
-    the conv output}. Independent of the per-axis factorization."""
-    s = c.problem_sizes(p)
-    k, st, pad, dil = (c.triple(p[key]) for key in ("kernel_size", "stride", "padding", "dilation"))
-    count = 0
-    for i in itertools.product(*(range(n) for n in s["in_size"])):
-        for t in itertools.product(*(range(n) for n in k)):
-            o = [i[a] * st[a] - pad[a] + t[a] * dil[a] for a in range(3)]
-            count += all(0 <= o[a] < s["conv_size"][a] for a in range(3))
-    return p["batch"] * p["out_channels"] * (p["in_channels"] // p["groups"]) * count
-
-
 class Sizes(unittest.TestCase):
     def test_conv_macs_against_brute_force(self):
         rng = random.Random(74)
@@ -111,7 +90,7 @@ class Sizes(unittest.TestCase):
             s = c.problem_sizes(p)
             if min(s["conv_size"]) < 1:
                 continue
-            self.assertEqual(s["conv_macs"], brute_force_macs(p), p)
+            self.assertEqual(s["conv_macs"], brute_force_macs(p, s["in_size"], s["conv_size"]), p)
             checked += 1
 
     def test_max_pool_out_size(self):

@@ -289,6 +289,24 @@ TEST(P74Oracle, TinyForwardAndBackwardByHand) {
   EXPECT_EQ(one.terms_bias, (std::vector<int64_t>{1}));
 }
 
+TEST(P74Oracle, SlopeAtExactlyZeroIsNegativeSlope) {
+  // PyTorch's leaky_relu_backward takes the slope unless the input is > 0, so at y = 0 (and then
+  // m = mult*lrelu(0) = 0) both activations contribute slope: g_y = slope*(slope*g*mult), and
+  // grad_multiplier = g_m*a = 0. A rung testing y >= 0 would give g*mult instead.
+  const Problem74 p = tiny_problem();
+  const p74::Inputs in = tiny_inputs();
+  const p74::Saved saved{{1, 0}, {0.0f, 0.0f}};  // both windows at position 1, y exactly 0 there
+  const std::vector<float> g{1.0f, 2.0f};
+  const double s = p74::slope(p), mult = in.multiplier[0];
+  const p74::Grads ref = p74::backward(p, in, saved, g);
+  EXPECT_EQ(ref.grad_bias, (std::vector<double>{s * s * mult * 3.0}));
+  EXPECT_EQ(ref.grad_multiplier, (std::vector<double>{0.0}));
+  const p74::GradResult cpu = p74::rung_00().cpu_backward(p, in, saved, g);
+  const float sf = float(s), expect = sf * (sf * 1.0f * in.multiplier[0]) + sf * (sf * 2.0f * in.multiplier[0]);
+  EXPECT_FLOAT_EQ(cpu.grad_bias[0], expect);
+  EXPECT_EQ(cpu.grad_multiplier[0], 0.0f);
+}
+
 TEST(P74Oracle, PaddingNeverWins) {
   // Pool padding 1 along w, stride 2: window 0 reads (padding, 0), window 1 reads (1, 2). z[0] is
   // negative, yet padding does not win: the argmax is offset 1 and out is z[0].

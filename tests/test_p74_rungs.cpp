@@ -14,6 +14,7 @@
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,14 @@ std::vector<Case> shape_matrix() {
   p.pool.dilation = {2, 1, 2}, p.pool.ceil_mode = true;
   m.push_back({"pool_padding_dilation_ceil_mode", p});
   return m;
+}
+
+/// The shape-matrix case of this name (tests pick cases by name, so reordering the matrix cannot
+/// change what they test); throws std::out_of_range for an unknown name.
+Case case_named(const std::string& name) {
+  for (const Case& c : shape_matrix())
+    if (c.name == name) return c;
+  throw std::out_of_range("no shape-matrix case " + name);
 }
 
 /// A valid random problem with at most 20000 conv elements.
@@ -249,7 +258,7 @@ std::string read_text(const std::string& path) {
 class P74Checker : public ::testing::Test {
  protected:
   void SetUp() override {
-    p = shape_matrix()[0].p;
+    p = case_named("kernelbench_shape_small").p;
     in = p74::make_inputs(p);
     ref = p74::forward(p, in);
     tol = p74::forward_tolerance(p, ref);
@@ -351,7 +360,7 @@ TEST(P74Runner, SamplesAndBackwardMacs) {
   const Problem74 kb = Problem74::kernelbench();
   EXPECT_EQ(p74::samples_to_check(kb, 2e9, 2), (std::vector<int64_t>{0, 15}));
   EXPECT_EQ(p74::samples_to_check(kb, 1e3, 2), std::vector<int64_t>{});
-  EXPECT_EQ(p74::samples_to_check(shape_matrix()[0].p, 2e9, 2), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(p74::samples_to_check(case_named("kernelbench_shape_small").p, 2e9, 2), (std::vector<int64_t>{0, 1}));
   // kernel 1, stride 1: one tap per conv position; MaxPool3d(2) routes each window to one
   // distinct position, so 2 * out_elems * in_channels multiply-adds.
   Problem74 p = base(1, 3, 2, {4, 4, 4});
@@ -362,7 +371,7 @@ TEST(P74Runner, SamplesAndBackwardMacs) {
 }
 
 TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
-  const Problem74 ok = shape_matrix()[0].p;
+  const Problem74 ok = case_named("kernelbench_shape_small").p;
   for (const char* id : {"04", "09"}) {
     const p74::Rung* r = &p74::find_rung(id);
     EXPECT_EQ(r->why_unsupported(ok), "") << id;
@@ -423,8 +432,8 @@ TEST(P74Runner, CpuRungOnRandomProblems) {  // the generator, the oracles and ru
 TEST(P74Runner, CpuRungExact) {
   const std::vector<const p74::Rung*> cpu{&p74::find_rung("00")};
   EXPECT_GE(check_exact_matrix(cpu), 5);
-  check_exact(exact(shape_matrix()[0].p), true, "all ties, kernelbench shape", cpu);
-  check_exact(exact(shape_matrix()[8].p), true, "all ties, overlapping windows", cpu);
+  check_exact(exact(case_named("kernelbench_shape_small").p), true, "all ties, kernelbench shape", cpu);
+  check_exact(exact(case_named("pool_stride_1_overlapping").p), true, "all ties, overlapping windows", cpu);
 }
 
 // --- every GPU rung against the oracles --------------------------------------------------------
@@ -464,8 +473,8 @@ TEST(P74Rungs, ExactInputs) {
 
 TEST(P74Rungs, AllTiesRouteToOffsetZero) {
   SKIP_WITHOUT_GPU();
-  check_exact(exact(shape_matrix()[0].p), true, "all ties, kernelbench shape", p74::rungs());
-  check_exact(exact(shape_matrix()[8].p), true, "all ties, overlapping windows", p74::rungs());
+  check_exact(exact(case_named("kernelbench_shape_small").p), true, "all ties, kernelbench shape", p74::rungs());
+  check_exact(exact(case_named("pool_stride_1_overlapping").p), true, "all ties, overlapping windows", p74::rungs());
 }
 
 TEST(P74Rungs, KernelBenchSizeForward) {
@@ -517,7 +526,7 @@ TEST(P74Rungs, KernelBenchSizeBackward) {
 
 TEST(P74Rungs, DeterministicRungsAreBitwiseRepeatable) {
   SKIP_WITHOUT_GPU();
-  for (const Case& c : {shape_matrix()[0], shape_matrix()[8]}) {
+  for (const Case& c : {case_named("kernelbench_shape_small"), case_named("pool_stride_1_overlapping")}) {
     const p74::Inputs in = p74::make_inputs(c.p);
     const p74::Saved saved = p74::saved_from(p74::forward(c.p, in));
     const std::vector<float> grad_out = p74::make_grad_out(c.p);
@@ -536,9 +545,28 @@ TEST(P74Rungs, DeterministicRungsAreBitwiseRepeatable) {
   }
 }
 
+TEST(P74Rungs, SlopeAtExactlyZeroIsNegativeSlope) {
+  // Saved y exactly 0 at every argmax: PyTorch's leaky_relu_backward (slope unless > 0) makes
+  // g_y = slope^2 * g * multiplier and grad_multiplier 0; a rung testing y >= 0 is off 25-fold.
+  SKIP_WITHOUT_GPU();
+  const Problem74 p = case_named("kernelbench_shape_small").p;
+  const p74::Inputs in = p74::make_inputs(p);
+  const p74::Saved saved{std::vector<int32_t>(size_t(p.out_elems()), 0), std::vector<float>(size_t(p.out_elems()), 0.0f)};
+  const std::vector<float> grad_out = p74::make_grad_out(p);
+  const p74::Grads ref = p74::backward(p, in, saved, grad_out);
+  const p74::GradTolerance tol = p74::grad_tolerance(p, ref);
+  for (const p74::Rung* rung : p74::rungs()) {
+    if (!rung->backward) continue;
+    const p74::GradResult got = p74::run_backward_once(*rung, p, in, saved, grad_out);
+    const p74::GradCheck c = p74::check_grads(ref, tol, got);
+    EXPECT_TRUE(c.pass()) << "rung " << rung->label() << ": " << c.summary();
+    for (float gm : got.grad_multiplier) EXPECT_EQ(gm, 0.0f) << "rung " << rung->label();
+  }
+}
+
 TEST(P74Rungs, UnsupportedProblemIsAClearError) {
   SKIP_WITHOUT_GPU();
-  const Problem74 p = shape_matrix()[5].p;  // groups 2
+  const Problem74 p = case_named("groups_2").p;
   const p74::Inputs in = p74::make_inputs(p);
   try {
     p74::run_forward_once(p74::find_rung("04"), p, in);

@@ -38,7 +38,8 @@ import math
 import torch
 import torch.nn as nn
 
-from ._build import _LOADED, load_extension, p38_track_dir
+from ._build import p38_track_dir
+from ._track_ops import track_ops, triple as _triple
 
 # KernelBench's sizes for this problem.
 batch_size = 32
@@ -95,9 +96,6 @@ class Model(nn.Module):
 
 # ---- the extension's operators ----------------------------------------------------------------------
 
-_OPS = None  # torch.ops.<module> of the extension holding the p38 operators, found once
-
-
 def _track_missing() -> RuntimeError:
     return RuntimeError("problem 38's track (tracks/p38_spatial_softmax) is not in this checkout, so the "
                         "extension has no p38 operators; Model works without it, ModelNew does not")
@@ -106,32 +104,8 @@ def _track_missing() -> RuntimeError:
 def ops():
     """torch.ops.<module> of a loaded extension module built with the track (load_extension(...,
     with_p38=True)), else of a new build of the track with no ladder stage
-    (conv_pool_ladder_p38). RuntimeError when the track is not in this checkout."""
-    global _OPS
-    if _OPS is not None:
-        return _OPS
-    if p38_track_dir() is None:
-        raise _track_missing()
-    module = next((m for name, m in _LOADED.items() if name.endswith("_p38")), None) or load_extension(
-        [], with_p38=True)
-    namespace = getattr(torch.ops, module.__name__)
-    try:
-        namespace.p38_forward  # noqa: B018 (raises where the module was built without the track)
-    except (AttributeError, RuntimeError) as e:
-        raise RuntimeError(f"the extension module {module.__name__} has no p38 operators: a stale build? "
-                           f"({e})") from e
-    _OPS = namespace
-    return _OPS
-
-
-def _triple(name, value):
-    """An int or three ints (depth, height, width), as PyTorch's 3-D modules accept -> a tuple."""
-    if isinstance(value, int):
-        return (value, value, value)
-    value = tuple(value)
-    if len(value) != 3 or not all(isinstance(v, int) for v in value):
-        raise ValueError(f"{name} must be an int or three ints (depth, height, width), got {value!r}")
-    return value
+    (conv_pool_ladder_p38). RuntimeError when the track is not in this checkout. Found once (_track_ops)."""
+    return track_ops("p38", p38_track_dir, _track_missing, "p38_forward")
 
 
 def _clamp_bounds(lo, hi):

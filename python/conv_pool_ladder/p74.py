@@ -49,7 +49,8 @@ import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
-from ._build import _LOADED, load_extension, p74_track_dir
+from ._build import p74_track_dir
+from ._track_ops import track_ops, triple as _triple
 
 # KernelBench's sizes for this problem.
 batch_size = 16
@@ -101,9 +102,6 @@ class Model(nn.Module):
 
 # ---- the extension's operators ----------------------------------------------------------------------
 
-_OPS = None  # torch.ops.<module> of the extension holding the p74 operators, found once
-
-
 def _track_missing() -> RuntimeError:
     return RuntimeError("problem 74's track (tracks/p74_backward, with tracks/p38_spatial_softmax) is not in this "
                         "checkout, so the extension has no p74 operators; Model works without it, ModelNew does not")
@@ -112,38 +110,16 @@ def _track_missing() -> RuntimeError:
 def ops():
     """torch.ops.<module> of a loaded extension module built with the track (load_extension(...,
     with_p74=True)), else of a new build of the track with no ladder stage
-    (conv_pool_ladder_p74). RuntimeError when the track is not in this checkout."""
-    global _OPS
-    if _OPS is not None:
-        return _OPS
-    if p74_track_dir() is None:
-        raise _track_missing()
-    module = next((m for name, m in _LOADED.items() if name.endswith("_p74")), None) or load_extension(
-        [], with_p74=True)
-    namespace = getattr(torch.ops, module.__name__)
-    try:
-        namespace.p74_forward  # noqa: B018 (raises where the module was built without the track)
-    except (AttributeError, RuntimeError) as e:
-        raise RuntimeError(f"the extension module {module.__name__} has no p74 operators: a stale build? "
-                           f"({e})") from e
-    _OPS = namespace
-    return _OPS
+    (conv_pool_ladder_p74). RuntimeError when the track is not in this checkout. Found once (_track_ops)."""
+    return track_ops("p74", p74_track_dir, _track_missing, "p74_forward")
 
 
-def _triple(name, value):
-    """An int or three ints (depth, height, width), as PyTorch's 3-D modules accept -> a tuple."""
-    if isinstance(value, int):
-        return (value, value, value)
-    value = tuple(value)
-    if len(value) != 3 or not all(isinstance(v, int) for v in value):
-        raise ValueError(f"{name} must be an int or three ints (depth, height, width), got {value!r}")
-    return value
-
-
-def _params(stride=1, padding=0, output_padding=0, dilation=1, groups=1, negative_slope=0.01, pool_kernel_size=2,
+def _params(stride=2, padding=1, output_padding=1, dilation=1, groups=1, negative_slope=0.2, pool_kernel_size=2,
             pool_stride=None, pool_padding=0, pool_dilation=1, ceil_mode=False):
     """The operators' parameter list, in schema order (csrc/p74_call.cpp): spatial parameters as
-    triples, pool_stride None -> pool_kernel_size (nn.MaxPool3d's default)."""
+    triples, pool_stride None -> pool_kernel_size (nn.MaxPool3d's default). The defaults are
+    KernelBench's problem 74 (stride 2, padding 1, output_padding 1, negative_slope 0.2), not the
+    PyTorch modules' own: a call without module_params(model) runs the KernelBench model."""
     pk = _triple("pool_kernel_size", pool_kernel_size)
     return (_triple("stride", stride), _triple("padding", padding), _triple("output_padding", output_padding),
             _triple("dilation", dilation), int(groups), float(negative_slope), pk,

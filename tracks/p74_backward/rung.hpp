@@ -82,10 +82,11 @@ struct Rung {
   ForwardResult (*cpu_forward)(const Problem74&, const Inputs&) = nullptr;
   GradResult (*cpu_backward)(const Problem74&, const Inputs&, const Saved&, const std::vector<float>& grad_out) =
       nullptr;
-  /// A forward GPU rung sets these two; forward throws CudaError on a failed launch.
+  /// A forward GPU rung sets these two. forward throws CudaError on a failed CUDA call or launch,
+  /// and InvalidProblem for a problem it does not support (see unsupported).
   size_t (*forward_workspace)(const Problem74&) = nullptr;
   void (*forward)(const ForwardArgs&) = nullptr;
-  /// A backward GPU rung sets these two.
+  /// A backward GPU rung sets these two; backward throws as forward does.
   size_t (*backward_workspace)(const Problem74&) = nullptr;
   void (*backward)(const BackwardArgs&) = nullptr;
   /// Optional: why this rung cannot run problem p (one sentence), or "" when it can.

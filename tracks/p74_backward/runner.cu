@@ -167,6 +167,10 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
     say("  failed: " + r.note);
     if (gpu && r.gpu && sticky_cuda_error() != cudaSuccess) lost = true;
   };
+  // After a sticky CUDA error the remaining rungs are listed, each saying why it did not run.
+  auto lost_note = [&] {
+    return "not run: an earlier rung left the CUDA context unusable (" + cuda_error_text(sticky_cuda_error()) + ")";
+  };
 
   // Forward rungs. The saved state for the backward: the named rung's, else the fastest GPU
   // rung's that passed, else rung 00's.
@@ -175,9 +179,9 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
   std::unique_ptr<Saved> saved;
   double saved_ms = 0;
   for (const Rung* rung : chosen) {
-    if (!rung->has_forward() || lost) continue;
+    if (!rung->has_forward()) continue;
     RungResult r = start(*rung, "forward");
-    r.note = skip_reason(*rung, p, p.conv_macs(), gpu, opt);
+    r.note = lost ? lost_note() : skip_reason(*rung, p, p.conv_macs(), gpu, opt);
     if (r.note.empty()) {
       say("rung " + rung->label() + " (forward)...");
       try {
@@ -218,6 +222,10 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
           saved = std::make_unique<Saved>(got.saved());
           saved_ms = r.ms.median;
           report.saved_from = r.id;
+          if (!good) {  // only a named rung is taken without a passing check: say so everywhere
+            report.saved_from += r.checked ? " (which failed its check)" : " (unchecked)";
+            say("  warning: the backward takes its saved state from rung " + report.saved_from);
+          }
         }
       } catch (const std::exception& e) {
         fail(r, e);
@@ -250,9 +258,9 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
   std::unique_ptr<Grads> ref;
   std::unique_ptr<GradTolerance> tol;
   for (const Rung* rung : chosen) {
-    if (!rung->has_backward() || lost) continue;
+    if (!rung->has_backward()) continue;
     RungResult r = start(*rung, "backward");
-    r.note = saved ? skip_reason(*rung, p, report.backward_macs, gpu, opt) : no_saved;
+    r.note = lost ? lost_note() : saved ? skip_reason(*rung, p, report.backward_macs, gpu, opt) : no_saved;
     if (r.note.empty()) {
       say("rung " + rung->label() + " (backward, saved state from rung " + report.saved_from + ")...");
       try {

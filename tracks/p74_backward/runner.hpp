@@ -59,7 +59,7 @@ struct RungResult {
   std::string checked_on;   ///< "every element", "samples 0, 15"
   std::optional<ForwardCheck> forward_check;
   std::optional<GradCheck> grad_check;
-  bool check_passed() const;
+  bool check_passed() const;  ///< checked and within every tolerance (false when unchecked)
   double worst_ratio() const;  ///< largest |diff|/tolerance over every checked tensor
 };
 
@@ -85,7 +85,7 @@ struct TrackReport {
   double bwd_memory_floor_ms() const { return bwd_read_ms + bwd_write_ms; }
   double fwd_compute_floor_ms() const;  ///< 2*conv_macs() flops at the FP32 FMA peak
   double bwd_compute_floor_ms() const;  ///< 2*backward_macs flops at the FP32 FMA peak
-  bool all_passed() const;  ///< no failure and no check that failed (unchecked passes count as passed)
+  bool all_passed() const;  ///< no failure and no check that failed (unchecked rungs are not failures)
 };
 
 /// Runs the rungs. Throws InvalidProblem, DeviceMemoryError or CudaError (before the rungs run);

@@ -169,7 +169,7 @@ void write_json(const TrackReport& r, const std::string& path) {
       json phases = json::object();
       for (const auto& [name, ms] : g.phase_ms) phases[name] = ms;
       e["phase_ms"] = phases;
-      json c = {{"checked", g.checked}, {"on", g.checked_on}, {"pass", g.check_passed()}, {"worst_ratio", g.worst_ratio()}};
+      json c = {{"checked", g.checked}, {"on", g.checked_on}, {"pass", g.checked ? json(g.check_passed()) : json(nullptr)}, {"worst_ratio", g.worst_ratio()}};
       if (g.forward_check) {
         const ForwardCheck& f = *g.forward_check;
         c["out"] = agreement_json(f.out);

@@ -57,7 +57,10 @@ struct EventPair {
   cudaEvent_t start = nullptr, stop = nullptr;
   EventPair() {
     CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
+    if (cudaError_t e = cudaEventCreate(&stop); e != cudaSuccess) {  // do not leak start
+      cudaEventDestroy(start);
+      CUDA_CHECK(e);
+    }
   }
   ~EventPair() {
     cudaEventDestroy(start);
@@ -239,7 +242,7 @@ bool bitwise_equal(const GradResult& a, const GradResult& b) {
 }
 
 bool RungResult::check_passed() const {
-  if (!checked) return true;
+  if (!checked) return false;  // unchecked is never "passed" (all_passed does not count it as failed)
   if (forward_check) return forward_check->pass();
   return grad_check && grad_check->pass();
 }
@@ -263,7 +266,7 @@ double TrackReport::bwd_compute_floor_ms() const {
 
 bool TrackReport::all_passed() const {
   for (const RungResult& r : rungs)
-    if (r.failed || (r.ran && !r.check_passed())) return false;
+    if (r.failed || (r.ran && r.checked && !r.check_passed())) return false;
   return true;
 }
 

@@ -30,6 +30,9 @@
 //       tol = (lambda*sqrt(terms) + 6)*u*mag + terms*2^-120,
 // the last term for intermediates that underflow or are flushed (six per term, each <= 2^-126,
 // times the later factors, taken as < 10). An element with no nonzero term must be exactly 0.
+// Excluded: the branches on y > 0 and m > 0 take the oracle's fp64 m = mult*a; where the fp32
+// product underflows to 0 (|mult*a| < 2^-149) a rung takes the other branch. With these inputs
+// (|a| >= slope*|y| and |mult| drawn from N(0,1)) that needs |y| below about 1e-44: not met.
 //
 // Exact inputs (Distribution::Exact): exact_check() guarantees that every value and every
 // partial sum is a multiple of its grid below 2^24 units, so fp32 holds it exactly. Its bound on z

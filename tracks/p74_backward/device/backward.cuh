@@ -85,7 +85,8 @@ __device__ inline float2 routed_chunk(const Geometry& g, int64_t plane, const fl
 
 /// The conv position of kernel offset j of pooling window q along axis a: q*stride - padding +
 /// j*dilation of the pool; false when it is padding (a padded position never wins the max, but
-/// a rung must not read past the conv output even if handed a bad argmax).
+/// a rung must not read past the conv output even if handed a bad argmax). j must lie in
+/// [0, pool kernel): callers skip offsets outside [0, pool_window) before decoding them.
 __device__ __forceinline__ bool pool_position(const Geometry& g, int a, int q, int j, int& o) {
   o = q * g.pool_stride[a] - g.pool_padding[a] + j * g.pool_dilation[a];
   return o >= 0 && o < g.conv[a];

@@ -39,6 +39,7 @@ static __global__ void grad_weight_generic(Geometry g, const float* __restrict__
       for (int qh = 0; qh < g.out[1]; ++qh)
         for (int qw = 0; qw < g.out[2]; ++qw, ++q) {
           const int off = argmax[q];  // (jd*kH + jh)*kW + jw
+          if (off < 0 || off >= g.pool_window) continue;  // not a window offset: routes nothing
           const int jd = off / pool_hw, jh = (off - jd * pool_hw) / g.pool_kernel[2];
           const int jw = off - (jd * g.pool_kernel[1] + jh) * g.pool_kernel[2];
           int od, oh, ow, id, ih, iw;

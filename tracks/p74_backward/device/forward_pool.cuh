@@ -56,7 +56,8 @@ struct PoolWindow {
     }
   }
 
-  /// The argmax PyTorch reports for a window with no in-range position: its initial index, the
+  /// Defensive (Problem74::validate rejects windows of padding alone, so this never runs there):
+  /// the argmax PyTorch reports for a window with no in-range position: its initial index, the
   /// first position whose coordinates are all >= 0 (its `while (start < 0) start += dilation`).
   /// Such windows exist only with pool dilation > 1 (e.g. conv size 2, kernel_size 2, padding 1,
   /// dilation 3: positions -1 and 2); that position then lies past the end, so it is padding.

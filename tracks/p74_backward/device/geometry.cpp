@@ -52,6 +52,42 @@ Geometry make_geometry(const Problem74& p) {
   return g;
 }
 
+std::string kernelbench_family_mismatch(const Problem74& p, const std::string& rung) {
+  const auto all = [](const Triple& t, int64_t v) { return t.d == v && t.h == v && t.w == v; };
+  const auto zero_or_one = [](int64_t v) { return v == 0 || v == 1; };
+  const ConvTranspose3dParams& c = p.conv;
+  const MaxPool3dParams& pool = p.pool;
+  std::string got;
+  if (!all(c.kernel_size, 3))
+    got = "conv.kernel_size = " + c.kernel_size.str();
+  else if (!all(c.stride, 2))
+    got = "conv.stride = " + c.stride.str();
+  else if (!all(c.padding, 1))
+    got = "conv.padding = " + c.padding.str();
+  else if (!all(c.dilation, 1))
+    got = "conv.dilation = " + c.dilation.str();
+  else if (!zero_or_one(c.output_padding.d) || !zero_or_one(c.output_padding.h) || !zero_or_one(c.output_padding.w))
+    got = "conv.output_padding = " + c.output_padding.str();
+  else if (c.groups != 1)
+    got = "conv.groups = " + std::to_string(c.groups);
+  else if (!all(pool.kernel_size, 2))
+    got = "pool.kernel_size = " + pool.kernel_size.str();
+  else if (!all(pool.effective_stride(), 2))
+    got = "pool.stride = " + pool.effective_stride().str();
+  else if (!all(pool.padding, 0))
+    got = "pool.padding = " + pool.padding.str();
+  else if (!all(pool.dilation, 1))
+    got = "pool.dilation = " + pool.dilation.str();
+  else if (pool.ceil_mode)
+    got = "pool.ceil_mode = True";
+  if (got.empty()) return "";
+  return "rung " + rung +
+         " handles only the KernelBench geometry family (ConvTranspose3d kernel_size 3, stride 2, padding 1, "
+         "dilation 1, output_padding 0 or 1, groups 1; MaxPool3d kernel_size 2, stride 2, padding 0, dilation 1, "
+         "ceil_mode False): got " +
+         got;
+}
+
 unsigned grid_for(int64_t n, int block, const char* kernel) {
   const int64_t blocks = (n + block - 1) / block;
   if (blocks > INT_MAX)

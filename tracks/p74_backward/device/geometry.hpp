@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "../problem.hpp"
 
@@ -30,5 +31,12 @@ Geometry make_geometry(const Problem74& p);
 /// Blocks for n threads of `block` each; throws InvalidProblem naming `kernel` when the grid
 /// would exceed CUDA's 2^31 - 1 blocks in x.
 unsigned grid_for(int64_t n, int block, const char* kernel);
+
+/// For the fast rungs (04, 09), which are written for the KernelBench geometry family only
+/// (ConvTranspose3d kernel_size 3, stride 2, padding 1, dilation 1, output_padding 0 or 1,
+/// groups 1; MaxPool3d kernel_size 2, stride 2, padding 0, dilation 1, ceil_mode False; any
+/// batch, channels and input size): "" inside the family, else one sentence naming `rung` and
+/// the first parameter outside it.
+std::string kernelbench_family_mismatch(const Problem74& p, const std::string& rung);
 
 }  // namespace ladder::p74

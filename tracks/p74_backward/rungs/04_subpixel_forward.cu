@@ -197,37 +197,14 @@ __global__ void P74_RUNG04_BOUNDS subpixel_forward_kernel(
   }
 }
 
-/// The first parameter outside the family, as a sentence; "" when the problem is inside it.
-std::string unsupported(const Problem74& p) {
-  const auto off = [](const std::string& param, const Triple& t, const char* need) {
-    return "rung 04 covers only the KernelBench geometry family: " + param + " is " + t.str() + ", it needs " +
-           need;
-  };
-  const auto& c = p.conv;
-  if (c.kernel_size != Triple::cube(3)) return off("conv.kernel_size", c.kernel_size, "3");
-  if (c.stride != Triple::cube(2)) return off("conv.stride", c.stride, "2");
-  if (c.padding != Triple::cube(1)) return off("conv.padding", c.padding, "1");
-  if (c.dilation != Triple::cube(1)) return off("conv.dilation", c.dilation, "1");
-  for (int a = 0; a < 3; ++a)
-    if (c.output_padding[a] != 0 && c.output_padding[a] != 1)
-      return off("conv.output_padding", c.output_padding, "0 or 1 on each axis");
-  if (c.groups != 1)
-    return "rung 04 covers only the KernelBench geometry family: conv.groups is " + std::to_string(c.groups) +
-           ", it needs 1";
-  const auto& q = p.pool;
-  if (q.kernel_size != Triple::cube(2)) return off("pool.kernel_size", q.kernel_size, "2");
-  if (q.effective_stride() != Triple::cube(2)) return off("pool.stride", q.effective_stride(), "2");
-  if (q.padding != Triple::cube(0)) return off("pool.padding", q.padding, "0");
-  if (q.dilation != Triple::cube(1)) return off("pool.dilation", q.dilation, "1");
-  if (q.ceil_mode) return "rung 04 covers only the KernelBench geometry family: pool.ceil_mode is on, it needs off";
-  return "";
-}
+/// "" for the KernelBench geometry family, else the sentence naming the parameter outside it.
+std::string unsupported(const Problem74& p) { return kernelbench_family_mismatch(p, "04"); }
 
 size_t workspace(const Problem74&) { return 0; }
 
 void forward(const ForwardArgs& a) {
   const std::string why = unsupported(a.problem);
-  if (!why.empty()) throw std::invalid_argument(why);
+  if (!why.empty()) throw InvalidProblem(why);
   const Geometry g = make_geometry(a.problem);
   const int64_t co_tiles = (g.out_channels + kCo - 1) / kCo, cols = (g.out[2] + kNw - 1) / kNw;
   const int64_t blocks_per_plane = (int64_t(g.out[0]) * g.out[1] * cols + kBlock - 1) / kBlock;

@@ -28,40 +28,8 @@ namespace {
 
 constexpr int kTaps = 27;  // 3x3x3
 
-std::string unsupported(const Problem74& p) {
-  const auto all = [](const Triple& t, int64_t v) { return t.d == v && t.h == v && t.w == v; };
-  const auto zero_or_one = [](int64_t v) { return v == 0 || v == 1; };
-  const ConvTranspose3dParams& c = p.conv;
-  const MaxPool3dParams& pool = p.pool;
-  std::string got;
-  if (!all(c.kernel_size, 3))
-    got = "conv.kernel_size = " + c.kernel_size.str();
-  else if (!all(c.stride, 2))
-    got = "conv.stride = " + c.stride.str();
-  else if (!all(c.padding, 1))
-    got = "conv.padding = " + c.padding.str();
-  else if (!all(c.dilation, 1))
-    got = "conv.dilation = " + c.dilation.str();
-  else if (!zero_or_one(c.output_padding.d) || !zero_or_one(c.output_padding.h) || !zero_or_one(c.output_padding.w))
-    got = "conv.output_padding = " + c.output_padding.str();
-  else if (c.groups != 1)
-    got = "conv.groups = " + std::to_string(c.groups);
-  else if (!all(pool.kernel_size, 2))
-    got = "pool.kernel_size = " + pool.kernel_size.str();
-  else if (!all(pool.effective_stride(), 2))
-    got = "pool.stride = " + pool.effective_stride().str();
-  else if (!all(pool.padding, 0))
-    got = "pool.padding = " + pool.padding.str();
-  else if (!all(pool.dilation, 1))
-    got = "pool.dilation = " + pool.dilation.str();
-  else if (pool.ceil_mode)
-    got = "pool.ceil_mode = True";
-  if (got.empty()) return "";
-  return "rung 09 handles only the KernelBench geometry family (ConvTranspose3d kernel_size 3, stride 2, "
-         "padding 1, dilation 1, output_padding 0 or 1, groups 1; MaxPool3d kernel_size 2, stride 2, padding 0, "
-         "dilation 1, ceil_mode False): got " +
-         got;
-}
+/// "" for the KernelBench geometry family, else the sentence naming the parameter outside it.
+std::string unsupported(const Problem74& p) { return kernelbench_family_mismatch(p, "09"); }
 
 /// The 8 pooling windows {i-1, i}^3 around input position s (flat within one plane of x): win[b],
 /// b = (bd*2 + bh)*2 + bw with bit 0 for window i-1 and 1 for window i along that axis, is the
