@@ -5,22 +5,13 @@
 #include <limits>
 
 #include "cli.hpp"
+#include "rung_lookup.hpp"  // ladder/
 #include "runner.hpp"
 
 namespace p38 = ladder::p38;
 
 using ladder::p38::add_triple;
 using ladder::p38::at_least;
-
-namespace {
-
-std::string rung_list() {
-  std::string s;
-  for (const p38::Rung* r : p38::rungs()) s += (s.empty() ? "" : ", ") + r->label();
-  return s;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   p38::Problem38 p = p38::Problem38::kernelbench();
@@ -56,7 +47,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"uniform", "exact"}))
       ->capture_default_str();
   app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
-  app.add_option("--rungs", opt.rung_ids, "comma-separated rungs, by number or name (default: all): " + rung_list())
+  app.add_option("--rungs", opt.rung_ids, "comma-separated rungs, by number or name (default: all): " + ladder::rung_labels(p38::rungs()))
       ->delimiter(',')
       ->type_name("ID");
   app.add_option("--reps", opt.reps, "timed repetitions per GPU rung (median, min and max reported)")

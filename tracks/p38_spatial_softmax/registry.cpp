@@ -1,5 +1,4 @@
-#include <stdexcept>
-
+#include "ladder/rung_lookup.hpp"
 #include "rung.hpp"
 
 namespace ladder::p38 {
@@ -19,13 +18,6 @@ const std::vector<const Rung*>& rungs() {
   return all;
 }
 
-const Rung& find_rung(const std::string& key) {
-  std::string names;
-  for (const Rung* r : rungs()) {
-    if (r->id == key || r->name == key || r->id + "_" + r->name == key) return *r;
-    names += (names.empty() ? "" : ", ") + r->label();
-  }
-  throw std::invalid_argument("no rung '" + key + "' in the problem-38 track; rungs: " + names);
-}
+const Rung& find_rung(const std::string& key) { return find_rung_in(rungs(), key, "problem-38"); }
 
 }  // namespace ladder::p38

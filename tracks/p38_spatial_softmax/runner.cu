@@ -48,89 +48,18 @@ void poison(float* out, size_t count, cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(out, 0xff, count * sizeof(float), stream));
 }
 
-/// Times `enqueue` with CUDA events: warm-up runs, then for each rep an optional L2 flush and
-/// `before`, both outside the timed region; `after_rep` runs once the repetition has finished.
-template <typename F, typename B, typename A = void (*)()>
-Spread time_gpu(F enqueue, B before, int warmup, int reps, const L2Flush* flush, cudaStream_t stream,
-                A after_rep = [] {}) {
-  for (int i = 0; i < warmup; ++i) {
-    before();
-    enqueue();
-  }
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  try {
-    for (int i = 0; i < reps; ++i) {
-      if (flush) (*flush)(stream);
-      before();
-      CUDA_CHECK(cudaEventRecord(start, stream));
-      enqueue();
-      CUDA_CHECK(cudaEventRecord(stop, stream));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float t = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-      ms.push_back(t);
-      after_rep();
-    }
-  } catch (...) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    throw;
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  return spread_of(ms);
-}
-
-using EventMarks = ladder::EventMarks<PhaseMarks>;
-
-/// Times a GPU rung as time_gpu does (poisoned output, L2 flushed, outside the timed region),
+/// Times a GPU rung (time_phases: poisoned output, L2 flushed, both outside the timed region),
 /// and each phase it marks: from its mark to the next mark, the last to the end of the run.
 Spread time_rung(const Rung& rung, const RungArgs& args, int warmup, int reps, const L2Flush* flush,
                  std::vector<std::pair<std::string, double>>& phase_ms) {
   const size_t count = size_t(args.problem.out_elems());
-  EventMarks marks(args.stream);
-  RungArgs timed = args;
-  timed.marks = &marks;
-  std::vector<std::pair<std::string, std::vector<double>>> phases;
-  auto after = [&](cudaEvent_t stop) {
-    const auto& m = marks.marks();
-    for (size_t i = 0; i < m.size(); ++i) {
-      float t = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&t, m[i].second, i + 1 < m.size() ? m[i + 1].second : stop));
-      if (phases.size() <= i) phases.emplace_back(m[i].first, std::vector<double>{});
-      phases[i].second.push_back(t);
-    }
-    marks.reset();
+  const auto run = [&](PhaseMarks* marks) {
+    RungArgs timed = args;
+    timed.marks = marks;
+    rung.run_gpu(timed);
   };
-  cudaEvent_t stop_event = nullptr;
-  CUDA_CHECK(cudaEventCreate(&stop_event));
-  Spread total;
-  try {
-    total = time_gpu([&] { rung.run_gpu(timed); CUDA_CHECK(cudaEventRecord(stop_event, args.stream)); },
-                     [&] { poison(args.out, count, args.stream); marks.reset(); }, warmup, reps, flush, args.stream,
-                     [&] { after(stop_event); });
-  } catch (...) {
-    cudaEventDestroy(stop_event);
-    throw;
-  }
-  CUDA_CHECK(cudaEventDestroy(stop_event));
-  phase_ms.clear();
-  for (auto& [name, v] : phases) phase_ms.emplace_back(name, spread_of(v).median);
-  return total;
-}
-
-void merge_into(Agreement& total, const Agreement& part, int64_t base) {
-  total.count += part.count;
-  total.failures += part.failures;
-  total.nan_count += part.nan_count;
-  total.max_abs = std::max(total.max_abs, part.max_abs);
-  if (part.worst_index >= 0 && (total.worst_index < 0 || part.worst_ratio > total.worst_ratio)) {
-    total.worst_ratio = part.worst_ratio;
-    total.worst_index = base + part.worst_index;
-  }
+  return time_phases<PhaseMarks>(run, [&] { poison(args.out, count, args.stream); }, warmup, reps, flush,
+                                 args.stream, &phase_ms);
 }
 
 double max_rel_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -161,7 +90,7 @@ Agreement check_rows(const Problem38& p, const Inputs& in, const std::vector<flo
     const RowCase rc = row_case(p, in, row / p.out_channels, row % p.out_channels);
     const Reference ref = reference(rc.problem, rc.inputs);
     const std::vector<float> mine(out.begin() + row * S, out.begin() + (row + 1) * S);
-    merge_into(total, compare(mine, ref.out, output_tolerance(rc.problem, ref)), row * S);
+    total.merge(compare(mine, ref.out, output_tolerance(rc.problem, ref)), row * S);
   }
   return total;
 }
@@ -223,10 +152,10 @@ TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
     CUDA_CHECK(cudaStreamCreate(&stream));
     DeviceBuffer<float> sink(1, "sink");
     const StreamingReadLaunch read = plan_streaming_read(p.x_elems());
-    report.read_x_ms = time_gpu([&] { read(dev->x.get(), p.x_elems(), sink.get(), stream); }, [] {}, opt.warmup,
-                                opt.reps, flush.get(), stream).median;
-    report.write_out_ms = time_gpu([&] { CUDA_CHECK(cudaMemsetAsync(out->get(), 0, out->bytes(), stream)); }, [] {},
-                                   opt.warmup, opt.reps, flush.get(), stream).median;
+    report.read_x_ms = time_median([&] { read(dev->x.get(), p.x_elems(), sink.get(), stream); }, opt.warmup,
+                                   opt.reps, flush.get(), stream);
+    report.write_out_ms = time_median([&] { CUDA_CHECK(cudaMemsetAsync(out->get(), 0, out->bytes(), stream)); },
+                                      opt.warmup, opt.reps, flush.get(), stream);
     say("floors: read x " + std::to_string(report.read_x_ms) + " ms, write the output " +
         std::to_string(report.write_out_ms) + " ms");
   }

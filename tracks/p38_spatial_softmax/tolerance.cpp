@@ -102,6 +102,17 @@ Agreement compare(const std::vector<float>& out, const std::vector<double>& ref_
   return compare(std::vector<double>(out.begin(), out.end()), ref_out, tol);
 }
 
+void Agreement::merge(const Agreement& part, int64_t base) {
+  count += part.count;
+  failures += part.failures;
+  nan_count += part.nan_count;
+  max_abs = std::max(max_abs, part.max_abs);
+  if (part.worst_index >= 0 && (worst_index < 0 || part.worst_ratio > worst_ratio)) {
+    worst_ratio = part.worst_ratio;
+    worst_index = base + part.worst_index;
+  }
+}
+
 std::string Agreement::summary() const {
   std::ostringstream s;
   s << (pass() ? "pass" : "FAIL") << ": " << count << " elements, " << failures << " over tolerance, "

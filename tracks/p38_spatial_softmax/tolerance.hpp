@@ -88,6 +88,9 @@ struct Agreement {
   int64_t worst_index = -1;   ///< index of that element (flat, layout of ref.out)
   bool pass() const { return failures == 0 && nan_count == 0 && worst_ratio <= 1.0; }
   std::string summary() const;  ///< one line: pass/FAIL, counts, worst element
+  /// Adds the agreement of a part of the tensor whose flat indices start at `base` (sampled rows
+  /// or samples checked one at a time).
+  void merge(const Agreement& part, int64_t base);
 };
 
 /// Compares out with ref_out elementwise, |out - ref| <= tol. Throws std::invalid_argument when

@@ -5,22 +5,13 @@
 #include <limits>
 
 #include "p38_spatial_softmax/cli.hpp"
+#include "rung_lookup.hpp"  // ladder/
 #include "runner.hpp"
 
 namespace p74 = ladder::p74;
 
 using ladder::p38::add_triple;
 using ladder::p38::at_least;
-
-namespace {
-
-std::string rung_list() {
-  std::string s;
-  for (const p74::Rung* r : p74::rungs()) s += (s.empty() ? "" : ", ") + r->label();
-  return s;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   p74::Problem74 p = p74::Problem74::kernelbench();
@@ -68,7 +59,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"uniform", "exact"}))
       ->capture_default_str();
   app.add_option("--seed", p.seed, "seed of the inputs (grad_out uses seed + 1)")->capture_default_str();
-  app.add_option("--rungs", opt.rung_ids, "comma-separated rungs, by number or name (default: all): " + rung_list())
+  app.add_option("--rungs", opt.rung_ids, "comma-separated rungs, by number or name (default: all): " + ladder::rung_labels(p74::rungs()))
       ->delimiter(',')
       ->type_name("ID");
   app.add_option("--forward-for-backward", opt.forward_for_backward,

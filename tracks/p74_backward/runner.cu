@@ -13,6 +13,7 @@
 #include "cuda_check.hpp"
 #include "cuda_context.hpp"
 #include "device.hpp"
+#include "event_marks.hpp"
 #include "runner_support.hpp"
 #include "streaming_read.cuh"
 
@@ -82,10 +83,10 @@ void measure_floors(TrackReport& r, GpuState& g, const TrackOptions& opt) {
   cudaStream_t s = g.stream.s;
   auto read = [&](const float* data, int64_t n) {
     const StreamingReadLaunch launch = plan_streaming_read(n);
-    return detail::time_median([&] { launch(data, n, sink.get(), s); }, opt.warmup, opt.reps, g.flush.get(), s);
+    return time_median([&] { launch(data, n, sink.get(), s); }, opt.warmup, opt.reps, g.flush.get(), s);
   };
   auto write = [&](int64_t n) {
-    return detail::time_median([&] { CUDA_CHECK(cudaMemsetAsync(scratch.get(), 0, size_t(n) * 4, s)); }, opt.warmup,
+    return time_median([&] { CUDA_CHECK(cudaMemsetAsync(scratch.get(), 0, size_t(n) * 4, s)); }, opt.warmup,
                                opt.reps, g.flush.get(), s);
   };
   r.fwd_read_ms = read(g.dev.x.get(), p.x_elems());
@@ -199,8 +200,8 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
             a.marks = m;
             rung->forward(a);
           };
-          r.ms = detail::time_marked(run, [&] { g->fwd.poison(stream); }, opt.warmup, opt.reps, g->flush.get(), stream,
-                                     &r.phase_ms);
+          r.ms = time_phases<PhaseMarks>(run, [&] { g->fwd.poison(stream); }, opt.warmup, opt.reps, g->flush.get(),
+                                         stream, &r.phase_ms);
           got = g->fwd.fetch();
           g->fwd.poison(stream);  // once more, untimed: does it repeat bit for bit?
           run(nullptr);
@@ -289,8 +290,8 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
             a.marks = m;
             rung->backward(a);
           };
-          r.ms = detail::time_marked(run, [&] { io->poison(stream); }, opt.warmup, opt.reps, g->flush.get(), stream,
-                                     &r.phase_ms);
+          r.ms = time_phases<PhaseMarks>(run, [&] { io->poison(stream); }, opt.warmup, opt.reps, g->flush.get(),
+                                         stream, &r.phase_ms);
           got = io->fetch();
           io->poison(stream);
           run(nullptr);

@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "cuda_check.hpp"
-#include "event_marks.hpp"
 #include "runner.hpp"
 #include "runner_support.hpp"
 
@@ -48,87 +47,11 @@ void require_supported(const Rung& rung, const Problem74& p) {
   if (!why.empty()) throw std::invalid_argument("rung " + rung.label() + " cannot run " + p.describe() + ": " + why);
 }
 
-namespace {
-
-using EventMarks = ladder::EventMarks<PhaseMarks>;
-
-/// Two events, destroyed with the object (also when a check throws).
-struct EventPair {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  EventPair() {
-    CUDA_CHECK(cudaEventCreate(&start));
-    if (cudaError_t e = cudaEventCreate(&stop); e != cudaSuccess) {  // do not leak start
-      cudaEventDestroy(start);
-      CUDA_CHECK(e);
-    }
-  }
-  ~EventPair() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-};
-
-}  // namespace
-
-Spread time_marked(const std::function<void(PhaseMarks*)>& run, const std::function<void()>& before, int warmup,
-                   int reps, const L2Flush* flush, cudaStream_t stream,
-                   std::vector<std::pair<std::string, double>>* phase_ms) {
-  EventMarks marks(stream);
-  EventPair ev;
-  for (int i = 0; i < warmup; ++i) {
-    before();
-    run(nullptr);
-  }
-  std::vector<double> total;
-  std::vector<std::pair<std::string, std::vector<double>>> phases;
-  for (int i = 0; i < reps; ++i) {
-    if (flush) (*flush)(stream);
-    before();
-    marks.reset();
-    CUDA_CHECK(cudaEventRecord(ev.start, stream));
-    run(phase_ms ? &marks : nullptr);
-    CUDA_CHECK(cudaEventRecord(ev.stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(ev.stop));
-    float t = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&t, ev.start, ev.stop));
-    total.push_back(t);
-    const auto& m = marks.marks();
-    for (size_t k = 0; k < m.size(); ++k) {
-      CUDA_CHECK(cudaEventElapsedTime(&t, m[k].second, k + 1 < m.size() ? m[k + 1].second : ev.stop));
-      if (phases.size() <= k) phases.emplace_back(m[k].first, std::vector<double>{});
-      phases[k].second.push_back(t);
-    }
-  }
-  if (phase_ms) {
-    phase_ms->clear();
-    for (auto& [name, v] : phases) phase_ms->emplace_back(name, spread_of(v).median);
-  }
-  return spread_of(total);
-}
-
-double time_median(const std::function<void()>& enqueue, int warmup, int reps, const L2Flush* flush,
-                   cudaStream_t stream) {
-  return time_marked([&](PhaseMarks*) { enqueue(); }, [] {}, warmup, reps, flush, stream, nullptr).median;
-}
-
 }  // namespace detail
 
 // --- checks ------------------------------------------------------------------------------------
 
 namespace {
-
-void merge_into(Agreement& total, const Agreement& part, int64_t base) {
-  total.count += part.count;
-  total.failures += part.failures;
-  total.nan_count += part.nan_count;
-  total.max_abs = std::max(total.max_abs, part.max_abs);
-  if (part.worst_index >= 0 && (total.worst_index < 0 || part.worst_ratio > total.worst_ratio)) {
-    total.worst_ratio = part.worst_ratio;
-    total.worst_index = base + part.worst_index;
-  }
-}
 
 template <typename T>
 std::vector<T> slice(const std::vector<T>& v, int64_t begin, int64_t count) {
@@ -187,8 +110,8 @@ ForwardCheck check_forward_samples(const Problem74& p, const Inputs& in, const F
     const ForwardResult mine{slice(got.out, s * per_out, per_out), slice(got.argmax, s * per_out, per_out),
                              slice(got.y, s * per_out, per_out)};
     const ForwardCheck c = check_forward(one, o.ref, o.tol, mine);
-    merge_into(total.out, c.out, s * per_out);
-    merge_into(total.y, c.y, s * per_out);
+    total.out.merge(c.out, s * per_out);
+    total.y.merge(c.y, s * per_out);
     total.argmax_failures += c.argmax_failures;
     total.argmax_differs += c.argmax_differs;
     if (total.first_bad_argmax < 0 && c.first_bad_argmax >= 0) total.first_bad_argmax = s * per_out + c.first_bad_argmax;

@@ -79,16 +79,4 @@ inline DeviceBuffer<unsigned char> workspace(size_t bytes, const Rung& rung) {
 /// Throws std::invalid_argument naming the rung, the problem and the rung's reason.
 void require_supported(const Rung& rung, const Problem74& p);
 
-/// Times one repetition of `run` with CUDA events: `warmup` untimed runs, then `reps` timed ones,
-/// each after an optional L2 flush and `before` (poisoning), both outside the timed region.
-/// `run` gets the phase marks to pass to the rung; phase_ms receives the median of each phase
-/// (from its mark to the next, the last to the end of the repetition). Throws CudaError.
-Spread time_marked(const std::function<void(PhaseMarks*)>& run, const std::function<void()>& before, int warmup,
-                   int reps, const L2Flush* flush, cudaStream_t stream,
-                   std::vector<std::pair<std::string, double>>* phase_ms);
-
-/// Median ms of `enqueue` alone (floors): time_marked without phases.
-double time_median(const std::function<void()>& enqueue, int warmup, int reps, const L2Flush* flush,
-                   cudaStream_t stream);
-
 }  // namespace ladder::p74::detail
