@@ -40,6 +40,7 @@
 #include <string>
 #include <string_view>
 
+#include "track_call.hpp"
 #include "p38_spatial_softmax/rung.hpp"  // not "rung.hpp": common/ is on the include path too
 
 #ifndef TORCH_EXTENSION_NAME
@@ -55,12 +56,9 @@ namespace {
 
 namespace p38 = ladder::p38;
 using c10::IntArrayRef;
-
-p38::Triple to_triple(const char* name, IntArrayRef v) {
-  TORCH_CHECK_VALUE(v.size() == 3, name, " must have three values (depth, height, width), got ", v.size(),
-                    " values: ", v);
-  return {v[0], v[1], v[2]};
-}
+using track::check_tensor;
+using track::one_line;
+using track::to_triple;
 
 /// The Problem38 of a call: sizes from x's and the weight's shapes, nn.AvgPool3d's and
 /// nn.ConvTranspose3d's parameters, validated as PyTorch would (Problem38::validate). Raises
@@ -134,16 +132,6 @@ const p38::Rung& runnable_rung(std::string_view key, const p38::Problem38& p) {
   return r;
 }
 
-/// float32, CUDA, on x's device, contiguous.
-void check_tensor(const at::Tensor& t, const char* name, const at::Device& device) {
-  TORCH_CHECK_VALUE(t.defined(), name, " is an undefined tensor");
-  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());
-  TORCH_CHECK_VALUE(t.device() == device, name, " is on ", t.device(), " but x is on ", device);
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, name, " must be float32, got ", t.scalar_type());
-  TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous (call .contiguous()), got strides ", t.strides(),
-                    " for shape ", t.sizes());
-}
-
 /// p38_forward's kernel (see the file comment). Checks every argument, then allocates the output
 /// and the workspace from PyTorch's caching allocator and enqueues the rung on torch's current
 /// stream of x's device; no synchronization. Raises ValueError / TypeError naming the tensor or
@@ -207,12 +195,6 @@ at::Tensor p38_forward(const at::Tensor& x, const at::Tensor& weight, const at::
   // The workspace goes back to the allocator here, tied to `stream`: a later allocation on
   // that stream runs after the rung, so no synchronization is needed.
   return out;
-}
-
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\t', ' ');
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
 }
 
 /// p38_info's kernel (see the file comment); no tensors, no GPU.

@@ -48,6 +48,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "track_call.hpp"
 #include "p74_backward/rung.hpp"  // not "rung.hpp": common/ and csrc/ are on the include path too
 
 #ifndef TORCH_EXTENSION_NAME
@@ -63,6 +64,9 @@ namespace {
 
 namespace p74 = ladder::p74;
 using c10::IntArrayRef;
+using track::check_tensor;
+using track::one_line;
+using track::to_triple;
 
 /// The problem's parameters besides the shapes, as the operators take them.
 struct Params {
@@ -72,12 +76,6 @@ struct Params {
   IntArrayRef pool_kernel_size, pool_stride, pool_padding, pool_dilation;
   bool ceil_mode;
 };
-
-p74::Triple to_triple(const char* name, IntArrayRef v) {
-  TORCH_CHECK_VALUE(v.size() == 3, name, " must have three values (depth, height, width), got ", v.size(),
-                    " values: ", v);
-  return {v[0], v[1], v[2]};
-}
 
 /// The Problem74 of a call: sizes from x's and the weight's shapes, the modules' parameters,
 /// validated as PyTorch would (Problem74::validate). ValueError naming the shape or parameter.
@@ -150,17 +148,6 @@ const p74::Rung& runnable_rung(std::string_view key, const p74::Problem74& p, bo
   const std::string why = unsupported_reason(r, p);
   TORCH_CHECK_VALUE(why.empty(), "rung ", r.label(), " cannot run this problem: ", why);
   return r;
-}
-
-/// Defined, CUDA, on `device`, of `dtype`, contiguous.
-void check_tensor(const at::Tensor& t, const char* name, const at::Device& device, at::ScalarType dtype = at::kFloat) {
-  TORCH_CHECK_VALUE(t.defined(), name, " is an undefined tensor");
-  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());
-  TORCH_CHECK_VALUE(t.device() == device, name, " is on ", t.device(), " but x is on ", device);
-  TORCH_CHECK_TYPE(t.scalar_type() == dtype, name, " must be ", dtype == at::kInt ? "int32" : "float32", ", got ",
-                   t.scalar_type());
-  TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous (call .contiguous()), got strides ", t.strides(),
-                    " for shape ", t.sizes());
 }
 
 void check_shape(const at::Tensor& t, const char* name, IntArrayRef expected, const char* what) {
@@ -329,12 +316,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> p74_backward(
                                /*marks=*/nullptr};
   run_rung(r, [&] { r.backward(args); });
   return {grad_x, grad_weight, grad_bias, grad_multiplier};
-}
-
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\t', ' ');
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
 }
 
 std::string triple_str(const p74::Triple& t) {
