@@ -6,6 +6,7 @@
 
 #include "pool_only.hpp"
 #include "problem_options.hpp"
+#include "provenance_report.hpp"
 #include "runner.hpp"
 
 namespace {
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   opt.cub_baseline = !no_cub;
 
   try {
+    if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
     if (pool_only) {
       const ladder::PoolOnlyReport report = ladder::run_pool_only(p, opt);
       std::cout << ladder::format_pool_only_table(report);

@@ -1,6 +1,8 @@
 #include "provenance_report.hpp"
 
+#include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace ladder {
 
@@ -25,6 +27,18 @@ nlohmann::json provenance_to_json(const Provenance& pv) {
           {"driver_release", pv.driver_release},
           {"host_cpu", pv.host_cpu},
           {"date_utc", pv.date_utc}};
+}
+
+void write_json_file(const nlohmann::json& j, const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write JSON results to '" + path + "'");
+  f << j.dump(2) << "\n";
+  if (!f) throw std::runtime_error("error while writing JSON results to '" + path + "'");
+}
+
+void require_writable(const std::string& path) {
+  std::ofstream f(path, std::ios::app);
+  if (!f) throw std::runtime_error("cannot write JSON results to '" + path + "'");
 }
 
 }  // namespace ladder

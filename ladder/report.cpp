@@ -220,13 +220,6 @@ json agreement_json(const Agreement& a) {
               {"worst_ratio_to_tolerance", a.worst_ratio}, {"nan_count", a.nan_count}};
 }
 
-void write_json_file(const json& j, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) throw std::runtime_error("cannot write JSON results to '" + path + "'");
-  f << j.dump(2) << "\n";
-  if (!f) throw std::runtime_error("error while writing JSON results to '" + path + "'");
-}
-
 }  // namespace
 
 void write_json(const LadderReport& r, const std::string& path) {

@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "rung_lookup.hpp"  // ladder/
+#include "provenance_report.hpp"  // ladder/
 #include "runner.hpp"
 
 namespace p38 = ladder::p38;
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   opt.progress = !quiet;
   try {
     p.distribution = p38::distribution_from_string(distribution);
+    if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
     const p38::TrackReport report = p38::run_track(p, opt);
     std::cout << p38::format_table(report);
     if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";

@@ -333,10 +333,7 @@ void write_json(const TrackReport& r, const std::string& path) {
   }
   j["rungs"] = rungs;
   j["all_passed"] = r.all_passed();
-  std::ofstream f(path);
-  if (!f) throw std::runtime_error("cannot write " + path);
-  f << j.dump(2) << "\n";
-  if (!f) throw std::runtime_error("error writing " + path);
+  write_json_file(j, path);
 }
 
 }  // namespace ladder::p38

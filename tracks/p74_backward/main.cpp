@@ -6,6 +6,7 @@
 
 #include "p38_spatial_softmax/cli.hpp"
 #include "rung_lookup.hpp"  // ladder/
+#include "provenance_report.hpp"  // ladder/
 #include "runner.hpp"
 
 namespace p74 = ladder::p74;
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   p74::TrackReport report;
   try {
     p.distribution = ladder::p38::distribution_from_string(distribution);
+    if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
     report = p74::run_track(p, opt);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
