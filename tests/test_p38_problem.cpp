@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_invalid.hpp"
 #include "p38_spatial_softmax/oracle.hpp"
 #include "p38_spatial_softmax/problem.hpp"
 #include "p38_spatial_softmax/tolerance.hpp"
@@ -32,17 +33,6 @@ Problem38 small_problem() {
   p.out_channels = 4;
   p.in_size = {4, 6, 5};
   return p;
-}
-
-void expect_invalid(const Problem38& p, std::initializer_list<std::string> needles) {
-  try {
-    p.validate();
-    ADD_FAILURE() << "validate() accepted an invalid problem: " << p.describe();
-  } catch (const p38::InvalidProblem& e) {
-    const std::string msg = e.what();
-    for (const std::string& n : needles)
-      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks '" << n << "': " << msg;
-  }
 }
 
 enum class Bug { None, DropLastInputChannel };

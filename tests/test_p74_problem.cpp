@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_invalid.hpp"
 #include "p74_backward/oracle.hpp"
 #include "p74_backward/problem.hpp"
 #include "p74_backward/rung.hpp"
@@ -57,17 +58,6 @@ Problem74 varied_problem() {
   p.pool.ceil_mode = true;
   p.seed = 7;
   return p;
-}
-
-void expect_invalid(const Problem74& p, std::initializer_list<std::string> needles) {
-  try {
-    p.validate();
-    ADD_FAILURE() << "validate() accepted an invalid problem: " << p.describe();
-  } catch (const p74::InvalidProblem& e) {
-    const std::string msg = e.what();
-    for (const std::string& n : needles)
-      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks '" << n << "': " << msg;
-  }
 }
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
