@@ -8,7 +8,7 @@ compare_p38.py, compare_p74.py) share, independent of the problem:
   * checking: abs_error(), agreement(), expect_error(), report_selfcheck();
   * 3-D geometry in plain Python: triple(), conv_transpose_out_size(), pool_out_size(),
     taps_per_output(), conv_macs(), fp32_round();
-  * targets: target(), print_targets(); rung selection: pick_rungs(); track_main().
+  * targets: target(), print_targets(); rung selection: pick_rungs(); cuda_torch(), track_main().
 
 Plain Python at import: torch is imported by the functions that need it (the tests of the
 geometry run without torch).
@@ -350,12 +350,12 @@ def conv_macs(batch, in_channels, out_channels, groups, in_size, out_size, kerne
 
 # ---- targets and rungs -----------------------------------------------------------------------------------
 
-def target(name, value, limit, op="<=", missed="not met", **fields):
-    """A target's record: value (a ratio) against limit by op ("<=" or "<"); value None is "not
-    measured" (met None); a miss reads `missed`."""
+def target(name, value, limit, op="<=", **fields):
+    """A target's record: value (a ratio) against limit by op ("<=" or "<"); status "met", "not
+    met", or "not measured" (met None) where value is None."""
     met = None if value is None else bool(value <= limit if op == "<=" else value < limit)
     return {"name": name, "value": value, "limit": limit, "op": op, "met": met,
-            "status": "not measured" if met is None else ("met" if met else missed), **fields}
+            "status": "not measured" if met is None else ("met" if met else "not met"), **fields}
 
 
 def num(v, spec):
@@ -413,22 +413,28 @@ def rung_names(rungs):
 
 # ---- a track script's main --------------------------------------------------------------------------------
 
+def cuda_torch(script, args):
+    """(torch, None) where PyTorch imports and sees a CUDA device; else (None, 0) after
+    script.skip has printed why (a compare script's skip: exit status 0)."""
+    try:
+        import torch
+    except Exception as e:  # ImportError, or a broken install (OSError from a shared library)
+        return None, script.skip(args, f"PyTorch is not importable ({type(e).__name__}: {e})")
+    if not torch.cuda.is_available():
+        return None, script.skip(args, "no CUDA device (torch.cuda.is_available() is False)")
+    return torch, None
+
+
 def track_main(script, args, track, problem, selfcheck, compare) -> int:
     """The main of compare_<track>.py after its arguments: skips without torch or a GPU; builds or
     loads the extension with the track (conv_pool_ladder.<track>, load_extension(with_<track>=
     True)); then selfcheck or compare(torch, module, args, rungs). Exit 1 when the build fails."""
-    try:
-        import torch
-    except Exception as e:  # ImportError, or a broken install (OSError from a shared library)
-        return script.skip(args, f"PyTorch is not importable ({type(e).__name__}: {e})")
-    if not torch.cuda.is_available():
-        return script.skip(args, "no CUDA device (torch.cuda.is_available() is False)")
+    torch, skipped = cuda_torch(script, args)
+    if torch is None:
+        return skipped
     sys.path.insert(0, str(REPO_ROOT / "python"))
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     module = importlib.import_module(f"conv_pool_ladder.{track}")
     try:
-        if getattr(module, f"{track}_track_dir")() is None:
-            raise module._track_missing()
         script.log("building the extension (first build: a few minutes)")
         import conv_pool_ladder as cpl
 

@@ -152,18 +152,6 @@ def problem_sizes(p):
             "conv_macs": conv_macs(b, cin, cout, groups, in_size, conv, k, s, pad, d)}
 
 
-def window_position(q, offset, kernel, stride, padding, dilation, conv_size):
-    """The conv position (d, h, w) that pooling window q = (qd, qh, qw) points at with window
-    offset (jd*kH + jh)*kW + jw, or None where that is padding or the offset is out of range."""
-    k = triple(kernel)
-    if not 0 <= offset < math.prod(k):
-        return None
-    j = (offset // (k[1] * k[2]), (offset // k[2]) % k[1], offset % k[2])
-    s, p, d = triple(stride), triple(padding), triple(dilation)
-    pos = tuple(q[a] * s[a] - p[a] + j[a] * d[a] for a in range(3))
-    return pos if all(0 <= pos[a] < conv_size[a] for a in range(3)) else None
-
-
 def in_family(p) -> bool:
     """Whether a problem dict lies in the fast rungs' (04, 09) KernelBench geometry family:
     conv kernel 3, stride 2, padding 1, dilation 1, output_padding 0 or 1, groups 1; pool kernel
@@ -195,10 +183,6 @@ def _ms(v, phase):
     return None if v is None else (v.get(phase) or {}).get("median_ms")
 
 
-def _target(name, value, limit, **fields):
-    return cc.target(name, value, limit, "<=", missed="missed", **fields)
-
-
 def evaluate_targets(variants):
     """The three targets (module docstring) from this run's variants: dicts with kind ("eager",
     "eager_fp32", "compile", "forward", "pair"), forward / train ({median_ms}), peak_train_bytes
@@ -209,17 +193,17 @@ def evaluate_targets(variants):
     best_p = fastest(variants, "pair", "train")
     out = []
     f_ms, c_f = _ms(best_f, "forward"), _ms(compile_v, "forward")
-    out.append(_target(f"{best_f['variant'] if best_f else 'fastest forward rung (none passed)'}: forward <= 0.5 x "
-                       "torch.compile's", f_ms / c_f if f_ms and c_f else None, 0.5, ms=f_ms, reference_ms=c_f))
+    out.append(cc.target(f"{best_f['variant'] if best_f else 'fastest forward rung (none passed)'}: forward <= 0.5 x "
+                         "torch.compile's", f_ms / c_f if f_ms and c_f else None, 0.5, ms=f_ms, reference_ms=c_f))
     p_ms, c_t = _ms(best_p, "train"), _ms(compile_v, "train")
     label = best_p["variant"] if best_p else "fastest pair (none passed)"
-    out.append(_target(f"{label}: forward+backward <= 0.7 x torch.compile's", p_ms / c_t if p_ms and c_t else None,
-                       0.7, ms=p_ms, reference_ms=c_t))
+    out.append(cc.target(f"{label}: forward+backward <= 0.7 x torch.compile's", p_ms / c_t if p_ms and c_t else None,
+                         0.7, ms=p_ms, reference_ms=c_t))
     peak = best_p.get("peak_train_bytes") if best_p else None
     eager_peak = eager_v.get("peak_train_bytes") if eager_v else None
-    out.append(_target(f"{label}: forward+backward peak memory <= 1/4 x eager's (inputs and parameters included)",
-                       peak / eager_peak if peak and eager_peak else None, 0.25, bytes=peak,
-                       reference_bytes=eager_peak))
+    out.append(cc.target(f"{label}: forward+backward peak memory <= 1/4 x eager's (inputs and parameters included)",
+                         peak / eager_peak if peak and eager_peak else None, 0.25, bytes=peak,
+                         reference_bytes=eager_peak))
     return out
 
 
@@ -260,6 +244,14 @@ def problem_of(args):
     """The problem dict of a default-mode run (KERNELBENCH's keys)."""
     return {**{k: getattr(args, k) for k in KERNELBENCH if k != "negative_slope"},
             "negative_slope": KERNELBENCH["negative_slope"]}
+
+
+def problem_case(problem):
+    """A default-mode problem dict as a selfcheck case (case_problem's form), for case_models."""
+    return {"name": "run", "batch": problem["batch"], "in_channels": problem["in_channels"],
+            "out_channels": problem["out_channels"], "input": (problem["depth"], problem["height"], problem["width"]),
+            "conv": {k: problem[k] for k in ("kernel_size", "stride", "padding", "output_padding")},
+            "pool": {"kernel_size": problem["pool_kernel_size"]}, "negative_slope": problem["negative_slope"]}
 
 
 # ---- windows, references and bounds (torch) ---------------------------------------------------------
@@ -399,7 +391,8 @@ def _sum_bound(torch, mag, terms):
 
 def backward_reference(torch, model, x, argmax, y_saved, grad_out, ref):
     """The float64 gradients routed through a forward rung's argmax and y_saved, with their bounds
-    (module docstring): {grad_x, grad_weight, grad_bias, grad_multiplier, tol_*}."""
+    (module docstring): {grad_x, grad_weight, grad_bias, grad_multiplier, tol_*}. Of ref
+    (forward_reference's) only slope, mult, pool and conv_size are read."""
     import torch.nn.functional as F
 
     ct = model.conv_transpose
@@ -481,25 +474,6 @@ def routing_differences(torch, ref, argmax, y_saved):
 
 # ---- the extension and the models (torch) -----------------------------------------------------------
 
-def make_models(torch, p74, problem, seed):
-    """(Model (seeded, CUDA), x = torch.rand, grad_out ~ U(-1, 1))."""
-    init = [problem["in_channels"], problem["out_channels"], problem["kernel_size"], problem["stride"],
-            problem["padding"], problem["output_padding"], (problem["out_channels"], 1, 1, 1)]
-    torch.manual_seed(seed)
-    model = p74.Model(*init).cuda()
-    x = torch.rand(problem["batch"], problem["in_channels"], problem["depth"], problem["height"], problem["width"],
-                   device="cuda")
-    sizes = problem_sizes(problem)
-    grad_out = torch.rand((problem["batch"], problem["out_channels"]) + sizes["out_size"], device="cuda") * 2 - 1
-    return model, init, x, grad_out
-
-
-def new_model(p74, model, init, fwd, bwd):
-    new = p74.ModelNew(*init, forward_rung=fwd, backward_rung=bwd).cuda()
-    new.load_state_dict(model.state_dict())
-    return new
-
-
 def main(argv=None) -> int:
     return cc.track_main(SCRIPT, parse_args(argv), "p74", 74, selfcheck, compare)
 
@@ -513,7 +487,7 @@ def compare(torch, p74, args, rungs) -> int:
     fwd_ids = resolve_rungs(args.forward_rungs, rungs, "forward")
     bwd_ids = resolve_rungs(args.backward_rungs, rungs, "backward")
     names = {r["id"]: r["name"] for r in rungs}
-    model, init, x, grad_out = make_models(torch, p74, problem, args.seed)
+    model, init, x, grad_out = case_models(torch, p74, problem_case(problem), args.seed)
     info = p74.model_info(model, tuple(x.shape), fwd_ids[0] if fwd_ids else "03")
     sizes["conv_macs_cpp"] = info["conv_macs"]
     result = {"skipped": False, "meta": meta, "problem": problem, "sizes": sizes, "rungs": rungs, "notes": [],
@@ -559,7 +533,7 @@ def compare(torch, p74, args, rungs) -> int:
         return m, list(m.parameters())
 
     for r in fwd_ids:
-        news[("f", r)] = new_model(p74, model, init, r, bwd_ids[0] if bwd_ids else "08")
+        news[("f", r)] = case_new(p74, model, init, r, bwd_ids[0] if bwd_ids else "08")
         variants.append({"variant": f"forward {r} {names[r]}", "kind": "forward", "rung": r, "key": ("f", r),
                          "tf32": None})
 
@@ -586,6 +560,7 @@ def compare(torch, p74, args, rungs) -> int:
     torch.cuda.empty_cache()
     log("reference: the forward in float64")
     state = {"ref": forward_reference(torch, model, x)}  # closures read state: entries go when popped
+    bwd_ref = {k: state["ref"][k] for k in ("slope", "mult", "pool", "conv_size")}  # what backward_reference reads
 
     def fwd_check(v):
         ref = state["ref"]
@@ -597,6 +572,7 @@ def compare(torch, p74, args, rungs) -> int:
                                                        **p74.module_params(model))
                 v["check"] = check_forward(torch, ref, out, argmax, y_saved)
                 v["check"]["gating"] = True
+                v["routing_differs_from_pytorch"] = routing_differences(torch, ref, argmax, y_saved)
             else:
                 v["check"] = {**agreement(fwd_fn(v)(), ref["out"], ref["tol_out"]), "gating": False}
 
@@ -618,7 +594,7 @@ def compare(torch, p74, args, rungs) -> int:
     pairs = []
     if best_f is not None:
         for r in bwd_ids:
-            news[("p", r)] = new_model(p74, model, init, best_f["rung"], r)
+            news[("p", r)] = case_new(p74, model, init, best_f["rung"], r)
             pairs.append({"variant": f"pair {best_f['rung']}+{r} {names[best_f['rung']]}+{names[r]}", "kind": "pair",
                           "rung": r, "forward_rung": best_f["rung"], "key": ("p", r), "tf32": None})
     else:
@@ -635,6 +611,10 @@ def compare(torch, p74, args, rungs) -> int:
         torch.cuda.synchronize()
         if v["kind"] == "compile":
             meta["compile_train_seconds"] = time.monotonic() - t0
+        # the warm-up's gradients (and earlier variants') go: resident are x, grad_out, parameters
+        x.grad = None
+        for mod in [model, *news.values()]:
+            mod.zero_grad(set_to_none=True)
         log(f"memory (forward+backward): {v['variant']}")
         mem = peak_memory(torch, train_fn(m, ps))
         v.update({"peak_train_bytes": mem["peak_bytes"], "baseline_train_bytes": mem["baseline_bytes"],
@@ -647,10 +627,8 @@ def compare(torch, p74, args, rungs) -> int:
         with torch.no_grad():
             _, argmax, y_saved = p74.p74_forward(x.detach(), model.conv_transpose.weight, model.conv_transpose.bias,
                                                  model.multiplier, rung=best_f["rung"], **p74.module_params(model))
-        full = forward_reference(torch, model, x)  # needed again for the routing count
-        bref = backward_reference(torch, model, x, argmax, y_saved, grad_out, full)
-        result["routing_differs_from_pytorch"] = routing_differences(torch, full, argmax, y_saved)
-        del full
+        bref = backward_reference(torch, model, x, argmax, y_saved, grad_out, bwd_ref)
+        result["routing_differs_from_pytorch"] = best_f["routing_differs_from_pytorch"]
 
         def train_check(v):
             log(f"check (backward): {v['variant']}")
@@ -658,8 +636,7 @@ def compare(torch, p74, args, rungs) -> int:
                 grads = p74.p74_backward(grad_out, x.detach(), model.conv_transpose.weight, model.conv_transpose.bias,
                                          model.multiplier, argmax, y_saved, rung=v["rung"], poison=True,
                                          **p74.module_params(model))
-            v["check"] = {**check_backward(torch, bref, grads), "gating": True,
-                          "forward": best_f["check"]["pass"]}
+            v["check"] = {**check_backward(torch, bref, grads), "gating": True}
 
         run(pairs, "check (backward)", train_check)
         del bref, argmax, y_saved
@@ -776,8 +753,9 @@ def case_problem(case):
 
 
 def case_models(torch, p74, case, seed, weight_scale=None):
-    """(Model, init, x, grad_out) of a case, CUDA; modules the KernelBench constructor does not
-    parametrize are replaced (ConvTranspose3d with groups and dilation, MaxPool3d, the slope)."""
+    """(Model (seeded), init, x = torch.rand, grad_out ~ U(-1, 1)) of a case, CUDA; modules the
+    KernelBench constructor does not parametrize are replaced (ConvTranspose3d with groups or
+    dilation, MaxPool3d, the slope)."""
     import torch.nn as nn
 
     p = case_problem(case)
@@ -785,7 +763,7 @@ def case_models(torch, p74, case, seed, weight_scale=None):
     init = [cin, cout, p["kernel_size"], p["stride"], p["padding"], p["output_padding"], (cout, 1, 1, 1)]
     torch.manual_seed(seed)
     model = p74.Model(*init)
-    if "conv" in case:
+    if p["groups"] != 1 or triple(p["dilation"]) != (1, 1, 1):  # the constructor takes the rest
         model.conv_transpose = nn.ConvTranspose3d(cin, cout, p["kernel_size"], stride=p["stride"],
                                                   padding=p["padding"], output_padding=p["output_padding"],
                                                   groups=p["groups"], dilation=p["dilation"])
@@ -875,6 +853,10 @@ def check_case(torch, p74, case, seed, fwd_ids, bwd_ids, rung_meta, results):
     bref = backward_reference(torch, model, x, argmax, y_saved, grad_out, ref)
     plain = autograd_reference(torch, model, x, grad_out)
     differ = routing_differences(torch, ref, argmax, y_saved)
+    tols = [bref["tol_" + n] for n in GRAD_NAMES]
+    flat, _ = offset_positions(torch, argmax, ref["pool"], ref["conv_size"])
+    lip2 = max(1.0, abs(ref["slope"])) ** 2  # grad_multiplier's terms use y64's a there, not y_saved's
+    tols[3] = tols[3] + lip2 * (grad_out.double().abs() * _at(torch, ref["e_y"], flat)).sum((0, 2, 3, 4))
     for r in bwd_ids:
         label = f"{name}: backward {r} (state of forward {src})"
         call = (lambda r=r: p74.p74_backward(grad_out, x, w, b, mult, argmax, y_saved, rung=r, poison=True, **kw))
@@ -885,10 +867,6 @@ def check_case(torch, p74, case, seed, fwd_ids, bwd_ids, rung_meta, results):
         results.append({"check": f"{label} vs float64 routed alike", "pass": c["pass"],
                         "worst_ratio": max(c[n]["worst_ratio"] for n in GRAD_NAMES),
                         "got": ", ".join(f"{n} {c[n]['worst_ratio']:.3g}" for n in GRAD_NAMES)})
-        tols = [bref["tol_" + n] for n in GRAD_NAMES]
-        flat, _ = offset_positions(torch, argmax, ref["pool"], ref["conv_size"])
-        lip2 = max(1.0, abs(ref["slope"])) ** 2  # grad_multiplier's terms use y64's a there, not y_saved's
-        tols[3] = tols[3] + lip2 * (grad_out.double().abs() * _at(torch, ref["e_y"], flat)).sum((0, 2, 3, 4))
         pc = [agreement(g.reshape(t.shape), pg.reshape(t.shape), t) for g, pg, t in zip(grads, plain, tols)]
         results.append({"check": f"{label} vs torch.autograd of the float64 Model"
                                  + ("" if differ == 0 else f" (information: {differ} windows routed differently)"),

@@ -84,7 +84,7 @@ import traceback
 from pathlib import Path
 
 import compare_common as cc
-from compare_common import Timer, abs_error, cudnn_tf32, provenance
+from compare_common import Timer, abs_error, cudnn_tf32
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FP32_U = 2.0 ** -24
@@ -96,7 +96,7 @@ DEFAULT_STAGES = "vectorized_loads,async_copy,tensor_cores,three_tf32,pool_befor
 
 
 SCRIPT = cc.Script("compare_pytorch")
-log, write_json, skip = SCRIPT.log, SCRIPT.write_json, SCRIPT.skip
+log, write_json = SCRIPT.log, SCRIPT.write_json
 
 
 def parse_args(argv):
@@ -571,11 +571,8 @@ def targets(timings, stage_names) -> list:
         else:
             ref_label, ref_ms = REFERENCE_LABELS[key], kind_median(timings, key)
         factor = "" if limit == 1.0 else f"{limit:g} x "
-        value = ms / ref_ms if ms and ref_ms else None
-        met = None if value is None else bool(value <= limit if op == "<=" else value < limit)
-        t = {"name": f"{label} {op} {factor}{ref_label}", "value": value, "limit": limit, "op": op, "met": met,
-             "status": "not measured" if met is None else ("met" if met else "not met"),
-             "ms": ms, "reference_ms": ref_ms}
+        t = cc.target(f"{label} {op} {factor}{ref_label}", ms / ref_ms if ms and ref_ms else None, limit, op,
+                      ms=ms, reference_ms=ref_ms)
         missing = [name for name, v in ((label, ms), (ref_label, ref_ms)) if not v]
         if missing:
             t["missing"] = missing
@@ -587,12 +584,9 @@ def targets(timings, stage_names) -> list:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        import torch
-    except Exception as e:  # ImportError, or a broken install (OSError from a shared library)
-        return skip(args, f"PyTorch is not importable ({type(e).__name__}: {e})")
-    if not torch.cuda.is_available():
-        return skip(args, "no CUDA device (torch.cuda.is_available() is False)")
+    torch, skipped = cc.cuda_torch(SCRIPT, args)
+    if torch is None:
+        return skipped
 
     sys.path.insert(0, str(REPO_ROOT / "python"))
     import conv_pool_ladder as cpl
@@ -600,8 +594,7 @@ def main(argv=None) -> int:
     from conv_pool_ladder.ops import run_stage
 
     props = torch.cuda.get_device_properties(0)
-    meta = {**cc.device_meta(torch), "reps": args.reps, "warmup": args.warmup, "seed": args.seed,
-            "provenance": provenance()}
+    meta = {**cc.run_meta(torch, args), "reps": args.reps, "warmup": args.warmup}
     result = {"skipped": False, "meta": meta, "checks": [], "grad_checks": [], "error_checks": [],
               "timings": [], "notes": []}
 
@@ -713,7 +706,7 @@ def main(argv=None) -> int:
             c["max_abs_pooled"] = c["pooled_worst_ratio_to_bound"] = None  # not measured: y only
             checks.append(c)
             result["error_checks"] = error_checks(torch, new_id)
-        del pooled_tf32, pooled_fp32
+        pooled_tf32 = pooled_fp32 = None  # freed (not del: check_outputs refers to them)
         torch.cuda.empty_cache()
 
     if stages and not args.no_grad_check:
@@ -902,9 +895,7 @@ def print_report(result) -> None:
 
 def print_accuracy_and_targets(result) -> None:
     """Step 6's two tables (nothing where the result has neither, e.g. an older file)."""
-    def num(v, spec):
-        return "-" if v is None else format(v, spec)
-
+    num = cc.num
     rows = result.get("accuracy_vs_speed") or []
     if rows:
         print("Accuracy against speed: max |error| against the fp64 Model (step 3), median ms (step 4)")

@@ -82,6 +82,7 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 P38_CALL = "p38_call.cpp"  # csrc/ file compiled only with the problem-38 track
 P74_CALL = "p74_call.cpp"  # csrc/ file compiled only with the problem-74 track
 P38_HOST = ("problem.cpp", "oracle.cpp", "tolerance.cpp", "rows.cpp")  # CMake's p38_host
+P74_HOST = ("problem.cpp", "oracle.cpp", "tolerance.cpp")  # problem 74's host code
 
 
 def p38_track_dir(root: Path = REPO_ROOT):
@@ -90,15 +91,22 @@ def p38_track_dir(root: Path = REPO_ROOT):
     return d if (d / "problem.cpp").is_file() else None
 
 
+def _track_sources(track_dir, host, rungs: bool = True) -> list:
+    """A track folder's host files `host`, then (with rungs) device/geometry.cpp and every rung
+    (.cu and .cpp), sorted; [] where track_dir is None (the track is absent)."""
+    if track_dir is None:
+        return []
+    files = [track_dir / f for f in host]
+    if rungs:
+        d = track_dir / "rungs"
+        files += [track_dir / "device" / "geometry.cpp"] + sorted(list(d.glob("*.cu")) + list(d.glob("*.cpp")))
+    return files
+
+
 def p38_sources(root: Path = REPO_ROOT) -> list:
     """The track's sources the extension compiles (see the module docstring), [] without the
     track: host code, registry, device/geometry.cpp, every rung (.cu and .cpp), sorted."""
-    d = p38_track_dir(root)
-    if d is None:
-        return []
-    host = [d / f for f in P38_HOST + ("registry.cpp",)]
-    rungs = sorted(list((d / "rungs").glob("*.cu")) + list((d / "rungs").glob("*.cpp")))
-    return host + [d / "device" / "geometry.cpp"] + rungs
+    return _track_sources(p38_track_dir(root), P38_HOST + ("registry.cpp",))
 
 
 def p74_track_dir(root: Path = REPO_ROOT):
@@ -112,18 +120,13 @@ def p74_sources(root: Path = REPO_ROOT) -> list:
     """The problem-74 track's sources the extension compiles, [] without the track: host code,
     registry, device/geometry.cpp, every rung (.cu and .cpp), sorted. The problem-38 host code it
     needs comes from p38_host_sources."""
-    d = p74_track_dir(root)
-    if d is None:
-        return []
-    host = [d / f for f in ("problem.cpp", "oracle.cpp", "tolerance.cpp", "registry.cpp")]
-    rungs = sorted(list((d / "rungs").glob("*.cu")) + list((d / "rungs").glob("*.cpp")))
-    return host + [d / "device" / "geometry.cpp"] + rungs
+    return _track_sources(p74_track_dir(root), P74_HOST + ("registry.cpp",))
 
 
 def p38_host_sources(root: Path = REPO_ROOT) -> list:
     """The problem-38 host code (CMake's p38_host) that the problem-74 track links; [] without it."""
-    d = p38_track_dir(root)
-    return [] if d is None else [d / f for f in P38_HOST]
+    return _track_sources(p38_track_dir(root), P38_HOST, rungs=False)
+
 
 @dataclass(frozen=True)
 class StageFolder:

@@ -11,8 +11,8 @@ _FOUND = {}  # track -> torch.ops.<module>, found once per process
 
 
 def track_ops(track, track_dir, missing, probe):
-    """torch.ops.<module> of a loaded extension module built with `track` ("p38", "p74": its name
-    ends in _<track>), else of a new build of the track with no ladder stage
+    """torch.ops.<module> of a loaded extension module built with `track` ("p38", "p74": one of
+    its name's _-separated parts), else of a new build of the track with no ladder stage
     (load_extension([], with_<track>=True)); found once, then cached. RuntimeError missing() when
     track_dir() is None (the track is not in this checkout); RuntimeError when the module has no
     operator `probe` (a build without the track)."""
@@ -20,7 +20,8 @@ def track_ops(track, track_dir, missing, probe):
         return _FOUND[track]
     if track_dir() is None:
         raise missing()
-    module = next((m for name, m in _LOADED.items() if name.endswith("_" + track)), None) or load_extension(
+    # a module name lists its tracks as parts: conv_pool_ladder_p38_p74, conv_pool_ladder_s01_04_p74
+    module = next((m for name, m in _LOADED.items() if track in name.split("_")), None) or load_extension(
         [], **{f"with_{track}": True})
     namespace = getattr(torch.ops, module.__name__)
     try:

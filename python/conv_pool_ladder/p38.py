@@ -116,6 +116,19 @@ def _clamp_bounds(lo, hi):
     return (-math.inf if lo is None else float(lo)), (math.inf if hi is None else float(hi))
 
 
+def _params(pool_kernel_size=2, pool_stride=None, pool_padding=0, ceil_mode=False, count_include_pad=True, stride=1,
+            padding=0, output_padding=0, dilation=1, groups=1, clamp_min=0.0, clamp_max=1.0):
+    """The operators' parameter list, in schema order (csrc/p38_call.cpp): spatial parameters as
+    triples, pool_stride None -> pool_kernel_size (nn.AvgPool3d's default), the clamp bounds as
+    floats (_clamp_bounds). ValueError for a malformed triple or two None bounds."""
+    lo, hi = _clamp_bounds(clamp_min, clamp_max)
+    pk = _triple("pool_kernel_size", pool_kernel_size)
+    return (pk, pk if pool_stride is None else _triple("pool_stride", pool_stride),
+            _triple("pool_padding", pool_padding), bool(ceil_mode), bool(count_include_pad), _triple("stride", stride),
+            _triple("padding", padding), _triple("output_padding", output_padding), _triple("dilation", dilation),
+            int(groups), lo, hi)
+
+
 def p38_forward(x, weight, bias, scale, pool_kernel_size=2, pool_stride=None, pool_padding=0, ceil_mode=False,
                 count_include_pad=True, stride=1, padding=0, output_padding=0, dilation=1, groups=1, clamp_min=0.0,
                 clamp_max=1.0, rung=DEFAULT_RUNG, poison=False):
@@ -128,14 +141,11 @@ def p38_forward(x, weight, bias, scale, pool_kernel_size=2, pool_stride=None, po
     None: the kernel size, PyTorch's default). poison=True fills the output with NaN before the
     rung runs (a check that the rung writes every element; it costs a memset). Errors: see the
     module docstring."""
-    lo, hi = _clamp_bounds(clamp_min, clamp_max)
-    pool_kernel_size = _triple("pool_kernel_size", pool_kernel_size)
-    pool_stride = pool_kernel_size if pool_stride is None else _triple("pool_stride", pool_stride)
-    return ops().p38_forward.default(
-        x, weight, bias, scale, pool_kernel_size, pool_stride, _triple("pool_padding", pool_padding),
-        bool(ceil_mode), bool(count_include_pad), _triple("stride", stride), _triple("padding", padding),
-        _triple("output_padding", output_padding), _triple("dilation", dilation), int(groups), lo, hi, str(rung),
-        bool(poison))
+    params = _params(pool_kernel_size=pool_kernel_size, pool_stride=pool_stride, pool_padding=pool_padding,
+                     ceil_mode=ceil_mode, count_include_pad=count_include_pad, stride=stride, padding=padding,
+                     output_padding=output_padding, dilation=dilation, groups=groups, clamp_min=clamp_min,
+                     clamp_max=clamp_max)
+    return ops().p38_forward.default(x, weight, bias, scale, *params, str(rung), bool(poison))
 
 
 def module_params(model):
@@ -166,15 +176,8 @@ def problem_info(model, x_shape, rung=DEFAULT_RUNG):
     """How the track sees `model` (Model or ModelNew) on an input of shape x_shape, from C++
     (Problem38): {rung, pooled_size, out_size, spatial, conv_macs, workspace_bytes, unsupported}.
     ValueError for parameters PyTorch would reject."""
-    k = module_params(model)
-    lo, hi = _clamp_bounds(k["clamp_min"], k["clamp_max"])
-    pool_kernel_size = _triple("pool_kernel_size", k["pool_kernel_size"])
-    pool_stride = pool_kernel_size if k["pool_stride"] is None else _triple("pool_stride", k["pool_stride"])
-    text = ops().p38_info.default(
-        list(x_shape), list(model.conv_transpose.weight.shape), pool_kernel_size, pool_stride,
-        _triple("pool_padding", k["pool_padding"]), bool(k["ceil_mode"]), bool(k["count_include_pad"]),
-        _triple("stride", k["stride"]), _triple("padding", k["padding"]), _triple("output_padding", k["output_padding"]),
-        _triple("dilation", k["dilation"]), int(k["groups"]), lo, hi, str(rung))
+    text = ops().p38_info.default(list(x_shape), list(model.conv_transpose.weight.shape),
+                                  *_params(**module_params(model)), str(rung))
     info = dict(line.split("\t", 1) for line in text.splitlines())
     for key in ("pooled_size", "out_size"):
         info[key] = tuple(int(v) for v in info[key].split(","))

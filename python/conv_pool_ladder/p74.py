@@ -265,13 +265,15 @@ class ModelNew(nn.Module):
 
     def rungs_for(self, x_shape):
         """(forward rung, backward rung) that forward uses for an input of shape x_shape."""
-        params = module_params(self)
+        return self._rungs_for(x_shape, module_params(self))
+
+    def _rungs_for(self, x_shape, params):
         return (self._rung(self.forward_rung, GENERIC_FORWARD_RUNG, x_shape, params),
                 self._rung(self.backward_rung, GENERIC_BACKWARD_RUNG, x_shape, params))
 
     def forward(self, x):
         params = module_params(self)
-        fwd, bwd = self.rungs_for(tuple(x.shape))
+        fwd, bwd = self._rungs_for(tuple(x.shape), params)
         ct = self.conv_transpose
         return P74Function.apply(x, ct.weight, ct.bias, self.multiplier, fwd, bwd, params)
 

@@ -11,35 +11,28 @@ Input: the JSON that `build/p38_ladder --json FILE` writes (tracks/p38_spatial_s
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-COLORS = {"cpu": "#937860", "unfused": "#4c72b0", "fused": "#8172b3"}
+import _common as c
 
 
 def kind(rung: dict) -> str:
+    """_common.KIND_COLORS' key: cpu, split (pool and convolution, then the softmax) or fused."""
     if not rung["gpu"]:
         return "cpu"
-    return "fused" if int(rung["id"]) >= 5 else "unfused"
+    return "fused" if int(rung["id"]) >= 5 else "split"
 
 
-def draw(results: dict, out: Path) -> Path:
+def draw(results: dict):
+    """The figure of a track runner's JSON; SystemExit when no rung ran."""
     rungs = [r for r in results["rungs"] if r.get("ran")]
     if not rungs:
-        raise SystemExit(f"no rung ran in the results: nothing to draw")
+        raise SystemExit("no rung ran in the results: nothing to draw")
     floors = results["floors"]
     top = max(floors["memory_floor_ms"], floors["compute_floor_ms"])
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.0 * len(rungs) + 2.5), 4.8), layout="constrained")
+    fig, ax = c.new_figure(max(7.0, 1.0 * len(rungs) + 2.5), 4.8)
     for i, r in enumerate(rungs):
-        ax.bar(i, r["ms"], color=COLORS[kind(r)], width=0.6)
+        ax.bar(i, r["ms"], color=c.KIND_COLORS[kind(r)], width=0.6)
         label = f"{r['ms']:.3g} ms" + (f"\n{r['ms'] / top:.1f}x floor" if r["gpu"] and top > 0 else "")
         ax.text(i, r["ms"] * 1.15, label, ha="center", va="bottom", fontsize=8)
     for value, name, style in ((floors["memory_floor_ms"], "memory floor (read x + write the output)", "--"),
@@ -57,27 +50,15 @@ def draw(results: dict, out: Path) -> Path:
     ax.set_title(f"Problem 38 track on {results['device'].split(',')[0] or 'no GPU'}: batch {p['batch']}, "
                  f"{p['in_channels']}->{p['out_channels']} channels, output {'x'.join(map(str, p['output_size']))}, "
                  f"median of {results['timing']['reps']}", fontsize=9)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
-    fig.legend(handles, ["CPU", "GPU: pool and convolution, then the softmax", "GPU: fused"], fontsize=8,
+    kinds = ("cpu", "split", "fused")
+    fig.legend([c.swatch(c.KIND_COLORS[k]) for k in kinds],
+               ["CPU", "GPU: pool and convolution, then the softmax", "GPU: fused"], fontsize=8,
                loc="outside lower center", ncols=3, frameon=False)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", type=Path, default=ROOT / "results" / "p38" / "ladder_h200.json")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "p38_time_h200.png")
-    args = ap.parse_args(argv)
-    try:
-        results = json.loads(args.results.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"error: cannot read {args.results}: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {draw(results, args.out)}")
-    return 0
+    return c.track_cli(draw, "p38", __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":

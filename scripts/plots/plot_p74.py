@@ -13,21 +13,14 @@ Needs no GPU.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
 
-import matplotlib
+import _common as c
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
+# the backward's phases; their colours differ from _common.KIND_COLORS', which the forward panel uses
 PHASES = (("reduce", "reduce: grad_multiplier, grad_bias", "#55a868"),
           ("weight", "weight: grad_weight", "#c44e52"),
-          ("input", "input: grad_x", "#8172b3"))
-FORWARD_COLORS = {"cpu": "#937860", "unfused": "#4c72b0", "fused": "#dd8452"}
+          ("input", "input: grad_x", "#dd8452"))
 
 
 def ran(results: dict, direction: str) -> list[dict]:
@@ -63,8 +56,8 @@ def draw_forward(ax, results: dict) -> None:
     floors = results["floors"]["forward"]
     top = max(floors["memory_floor_ms"], floors["compute_floor_ms"])
     for i, r in enumerate(rungs):
-        kind = "cpu" if not r["gpu"] else "fused" if "fused" in r.get("phase_ms", {}) else "unfused"
-        ax.bar(i, r["ms"], color=FORWARD_COLORS[kind], width=0.6)
+        kind = "cpu" if not r["gpu"] else "fused" if "fused" in r.get("phase_ms", {}) else "split"
+        ax.bar(i, r["ms"], color=c.KIND_COLORS[kind], width=0.6)
         ax.text(i, r["ms"] * 1.15, label(r, top), ha="center", va="bottom", fontsize=7)
     lines, line_names = floor_lines(ax, floors)
     ax.set_xticks(range(len(rungs)), [f"{r['id']}\n{r['name']}" for r in rungs], fontsize=7)
@@ -73,7 +66,7 @@ def draw_forward(ax, results: dict) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("ms (log scale)")
     ax.set_title("forward: out, argmax and y at the argmax", fontsize=9)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=FORWARD_COLORS[k]) for k in ("unfused", "fused")]
+    handles = [c.swatch(c.KIND_COLORS[k]) for k in ("split", "fused")]
     ax.legend(handles + lines, ["conv, chain, pool: separate kernels", "one fused kernel"] + line_names, fontsize=7,
               loc="upper right", frameon=False)
 
@@ -86,7 +79,7 @@ def draw_backward(ax, results: dict) -> None:
     for i, r in enumerate(rungs):
         phases = r.get("phase_ms") or {}
         if not phases:  # the CPU rung: one wall-clock time, no phases
-            ax.bar(i, r["ms"], color=FORWARD_COLORS["cpu"], width=0.6)
+            ax.bar(i, r["ms"], color=c.KIND_COLORS["cpu"], width=0.6)
         for j, (key, _, color) in enumerate(PHASES):
             if key in phases:
                 x = i + (j - 1) * width
@@ -101,21 +94,21 @@ def draw_backward(ax, results: dict) -> None:
     ax.set_ylim(low * 0.3, max(r["ms"] for r in rungs) * 200)
     ax.set_yscale("log")
     ax.set_title("backward: the four gradients from the saved state, by phase", fontsize=9)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for _, _, c in PHASES]
+    handles = [c.swatch(color) for _, _, color in PHASES]
     names = [n for _, n, _ in PHASES]
     if any(not r["gpu"] for r in rungs):
-        handles.append(plt.Rectangle((0, 0), 1, 1, color=FORWARD_COLORS["cpu"]))
+        handles.append(c.swatch(c.KIND_COLORS["cpu"]))
         names.append("CPU, whole pass")
     ax.legend(handles + lines, names + line_names, fontsize=7, loc="upper right", frameon=False)
 
 
-def draw(results: dict, out: Path) -> Path:
+def draw(results: dict):
+    """The two-panel figure of a track runner's JSON; SystemExit when no forward or no backward rung ran."""
     if not ran(results, "forward") or not ran(results, "backward"):
         raise SystemExit("the results lack a forward or a backward rung that ran: nothing to draw")
     forward, backward = ran(results, "forward"), ran(results, "backward")
-    fig, (left, right) = plt.subplots(
-        1, 2, figsize=(4.0 + 1.1 * (len(forward) + len(backward)), 5.2), layout="constrained",
-        gridspec_kw={"width_ratios": [len(forward), len(backward)]})
+    fig, (left, right) = c.new_figure(4.0 + 1.1 * (len(forward) + len(backward)), 5.2, ncols=2,
+                                      width_ratios=[len(forward), len(backward)])
     draw_forward(left, results)
     draw_backward(right, results)
     p = results["problem"]
@@ -124,24 +117,11 @@ def draw(results: dict, out: Path) -> Path:
                  f"{'x'.join(map(str, p['conv_size']))}, pooled {'x'.join(map(str, p['output_size']))}, "
                  f"median of {results['timing']['reps']} (commit {results['provenance']['git_commit']}; "
                  f"backward from rung {results.get('saved_from', '?')}'s saved state)", fontsize=9)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", type=Path, default=ROOT / "results" / "p74" / "ladder_h200.json")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "p74_time_h200.png")
-    args = ap.parse_args(argv)
-    try:
-        results = json.loads(args.results.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"error: cannot read {args.results}: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {draw(results, args.out)}")
-    return 0
+    return c.track_cli(draw, "p74", __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":
