@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import handout
 import problems
@@ -34,6 +33,7 @@ import runs
 import track
 
 ROOT = None  # set by add_parser
+log = runs.log
 
 
 def add_parser(sub, root):
@@ -56,10 +56,6 @@ def add_parser(sub, root):
     g.add_argument("--fail-fast", action="store_true",
                    help="stop a rung's tests at its first failure (the grader's self-test: a verdict, not a score)")
     g.set_defaults(run=run)
-
-
-def log(msg):
-    print(f"[grade] {msg}", file=sys.stderr, flush=True)
 
 
 def load_config():
@@ -150,15 +146,6 @@ def build(args, tree, build_dir, rungs, folders, reference, track_rungs=(), decl
     return out
 
 
-def score_perf(ratio, conf):
-    full, zero = conf["full_at"], conf["zero_at"]
-    if ratio <= full:
-        return 1.0
-    if ratio >= zero:
-        return 0.0
-    return (zero - ratio) / (zero - full)
-
-
 def grade_rung(args, r, folder, ctx):
     """Every part of one rung: a list of reports.Part."""
     cfg, pts = ctx["config"], ctx["config"]["points"]
@@ -192,76 +179,30 @@ def grade_rung(args, r, folder, ctx):
             parts.append(P(p, score=0, skipped=True, output=why if why.startswith("skipped") else f"skipped: {why}"))
         return parts
 
-    # Correctness: public and hidden cases.
-    todos = set()
-
-    def run_cases(cases, secret, reveal):
-        return runs.run_cases(cases, cfg["public_seed"], secret, reveal,
-                              lambda case, seed: runs.run_case(program, r, case, seed, args.timeout),
-                              args.fail_fast, todos)
-
-    log(f"rung {r}: public tests")
-    pub_cat, pub_lines = run_cases(ctx["public"], "", True)
-    pub_pass = sum(sum(v) for v in pub_cat.values())
-    pub_total = sum(len(v) for v in pub_cat.values())
-    log(f"rung {r}: hidden tests ({ctx['hidden_source']})")
-    if args.fail_fast and pub_lines:
-        hid_cat = {c.category: [False] for c in ctx["hidden"]}
-        hid_lines = ["not run (--fail-fast: a public test failed)"]
-    else:
-        hid_cat, hid_lines = run_cases(ctx["hidden"], ctx["secret"], args.reveal)
-    cats_passed = sorted(c for c, v in hid_cat.items() if all(v))
-    cats_failed = sorted(c for c, v in hid_cat.items() if not all(v))
-    public_frac = pub_pass / pub_total if pub_total else 0.0
-    hidden_frac = len(cats_passed) / len(hid_cat) if hid_cat else 0.0
-
-    # Sanitizers: any error caps correctness.
-    log(f"rung {r}: compute-sanitizer")
-    san_lines, san_fail, san_skip = [], [], []
-    for tool in cfg["sanitizer_tools"]:
-        if args.fail_fast and (pub_lines or hid_lines or san_fail):
-            san_skip.append(tool)
-            san_lines.append(f"{tool}: not run (--fail-fast: the rung has failed already)")
-            continue
+    def sanitize(tool):  # the report keeps the last lines of a failure, the reason of a skip
         status, out = runs.sanitizer(ctx["tree"], program, tool, args.timeout)
         if status == "fail":
-            san_fail.append(tool)
-            san_lines.append(f"{tool}: FAIL\n" + "\n".join(out.splitlines()[-8:]))
-        elif status == "skipped":
-            san_skip.append(tool)
-            san_lines.append(f"{tool}: skipped: " + (out.splitlines()[-1] if out else ""))
-        else:
-            san_lines.append(f"{tool}: clean")
-    # A sanitizer error caps correctness; an integrity failure leaves none (technique alone costs
-    # only its own points).
-    cap = 0.0 if bad else (cfg["sanitizer_cap"] if san_fail else 1.0)
-    todo_text = ("\n".join(sorted(todos)) + "\n") if todos else ""
-    capped = f"\n(capped at {cap:.0%} by the sanitizer)" if cap < 1 and san_fail else ""
-    capped += "\n(no correctness points: integrity check failed)" if bad else ""
-    parts.append(P("public", score=round(pts["public"] * min(public_frac, cap), 2),
-                   output=todo_text + f"{pub_pass} of {pub_total} public cases pass" + capped +
-                   ("\n" + "\n".join(pub_lines) if pub_lines else "")))
-    hidden_out = (todo_text + f"{len(cats_passed)} of {len(hid_cat)} categories pass" +
-                  (": failing " + ", ".join(cats_failed) if cats_failed else "") + capped)
-    if args.reveal and hid_lines:
-        hidden_out += "\n" + "\n".join(hid_lines)
-    parts.append(P("hidden", score=round(pts["hidden"] * min(hidden_frac, cap), 2), output=hidden_out,
-                   hidden=True))
-    parts.append(P("sanitizer", score=pts["sanitizer"] if not san_fail and len(san_skip) < len(cfg["sanitizer_tools"]) else 0,
-                   output="\n".join(san_lines), skipped=len(san_skip) == len(cfg["sanitizer_tools"])))
+            return status, "\n".join(out.splitlines()[-8:])
+        if status == "skipped":
+            return status, out.splitlines()[-1] if out else ""
+        return status, out
+
+    correctness, clean = runs.correctness_parts(
+        args, r, P, cfg, ctx["public"], ctx["hidden"], ctx["hidden_source"], ctx["secret"],
+        lambda case, seed: runs.run_case(program, r, case, seed, args.timeout), cfg["sanitizer_tools"], sanitize, bad)
+    parts += correctness
 
     # Performance: only for a correct, clean, honest rung.
     perf_cfg = {**cfg["performance"], **cfg["rungs"].get(r, {}).get("performance", {})}
     timing = cfg["rungs"].get(r, {}).get("timing")
-    if args.skip_performance:
-        parts.append(P("performance", score=0, skipped=True, output="not timed (--skip-performance)"))
-        return parts
-    if timing is None:
-        parts.append(P("performance", score=0, skipped=True, output=f"rung {r} has no timing entry in grader/rungs.json"))
-        return parts
-    if public_frac < 1 or hidden_frac < 1 or san_fail or bad:
-        parts.append(P("performance", score=0, output="not timed: performance counts once every public and hidden test passes, sanitizers clean"))
-        return parts
+    untimed = f"rung {r} has no timing entry in grader/rungs.json" if timing is None else ""
+    parts.append(runs.performance_gate(args, P, clean, lambda: performance(args, r, P, pts, ctx, timing, perf_cfg),
+                                       untimed))
+    return parts
+
+
+def performance(args, r, P, pts, ctx, timing, perf_cfg):
+    """The performance part of stage rung r, timed by grade_timing_NN."""
     log(f"rung {r}: timing ({timing['mode']} mode)")
     status, data = runs.timing(ctx["build"], r, timing["mode"], timing.get("args", []), perf_cfg["reps"],
                                perf_cfg["warmup"], args.timeout)
@@ -281,7 +222,7 @@ def grade_rung(args, r, folder, ctx):
         elif data.get("reference"):
             ratio = data["ratio_to_reference"]
             part.ratio = ratio
-            part.score = round(pts["performance"] * score_perf(ratio, perf_cfg), 2)
+            part.score = round(pts["performance"] * runs.score_perf(ratio, perf_cfg), 2)
             lines.append(f"reference solution: {data['reference']['median_ms']:.4g} ms; ratio {ratio:.3g} "
                          f"(full credit at <= {perf_cfg['full_at']}x, none at >= {perf_cfg['zero_at']}x)")
         else:
@@ -289,8 +230,7 @@ def grade_rung(args, r, folder, ctx):
             lines.append(f"not scored here: the reference solution is timed at official grading "
                          f"({s / fl:.3g}x the floor now)")
         part.output = "\n".join(lines)
-    parts.append(part)
-    return parts
+    return part
 
 
 def run(args):
@@ -312,8 +252,9 @@ def grade(args):
     rungs = choose_rungs(args, official)
     stage_rungs = [r for r in rungs if not handout.is_track_rung(r)]
     track_rungs = [r for r in rungs if handout.is_track_rung(r)]
-    tracks = {config["tracks"][t]["program"]: config["tracks"][t]
-              for t in sorted({r.split("-")[0] for r in track_rungs}) if t in config.get("tracks", {})}
+    listed = [track.track_settings(config, name) for name in sorted({r.split("-")[0] for r in track_rungs})
+              if name in config.get("tracks", {})]
+    tracks = {t["program"]: t for t in listed}
     if track_rungs:  # official: every graded ladder has its hidden problems here
         official = bool(secret) and (os.path.exists(hidden_file) or not stage_rungs) and all(
             os.path.exists(os.path.join(ROOT, t["hidden"])) for t in tracks.values())
@@ -350,12 +291,13 @@ def grade(args):
         else:
             ctx["gpu"], ctx["gpu_why"] = runs.gpu_available(runs.stage_program(build_dir, folders[first]), first)
         for prog, t in tracks.items():
-            first = next((r for r in track_rungs if built[r][0] and track.settings(config, r)[0] is t), None)
+            first = next((r for r in track_rungs
+                          if built[r][0] and track.settings(config, r)[0]["program"] == prog), None)
             ctx["track_gpu"][prog] = (track.gpu_available(track.program(build_dir, t), track.settings(config, first)[1],
                                                           t["probe"]) if first else (False, "nothing compiled"))
     parts = []
     for r in rungs:
-        parts.extend(track.grade_rung(args, r, ctx, sys.modules[__name__]) if handout.is_track_rung(r)
+        parts.extend(track.grade_rung(args, r, ctx) if handout.is_track_rung(r)
                      else grade_rung(args, r, folders[r], ctx))
     if track_rungs and not stage_rungs:  # the report's GPU line: the track's program said
         ctx["gpu"] = any(g for g, _ in ctx["track_gpu"].values())

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 
 import markers
+import track
 
 # Paths (fnmatch globs, relative to the repository root) that a handout may contain. stages/ is
 # handled apart: the chosen rungs' folders, the earlier ones, and the lib files they include.
@@ -97,10 +98,10 @@ def track_folders(root):
 def track_rungs(root):
     """{"TRACK-NN": path of the rung's file} for every rung file of every track under root."""
     out = {}
-    for track, folder in track_folders(root).items():
+    for tid, folder in track_folders(root).items():
         for name in sorted(os.listdir(os.path.join(root, "tracks", folder, "rungs"))):
             if (m := TRACK_RUNG_FILE.match(name)):
-                out[f"{track}-{m.group(1)}"] = f"tracks/{folder}/rungs/{name}"
+                out[f"{tid}-{m.group(1)}"] = f"tracks/{folder}/rungs/{name}"
     return out
 
 
@@ -195,10 +196,11 @@ def plan(root, rungs, stub_needed=False):
     libs = lib_closure(root, sources) + ["stages/lib/README.md"]
     track_files = [f for t in tracks + needed_tracks(root, tracks) for f in files
                    if f.startswith(f"tracks/{track_folders(root)[t]}/")]
-    if tracks:  # the track's public problem lists (grader/rungs.json names them)
+    if tracks:  # the track's public problem lists (track.track_settings)
         with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
-            listed = json.load(f).get("tracks", {})
-        track_files += [listed[t][k] for t in tracks if t in listed for k in ("public", "practice")]
+            config = json.load(f)
+        track_files += [track.track_settings(config, t)[k] for t in tracks if t in config.get("tracks", {})
+                        for k in ("public", "practice")]
     ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs + track_files
     ship = sorted(set(f for f in ship if not forbidden(f)))
     owners = owners_in(root, ship)
@@ -312,26 +314,24 @@ def write_track_readme(root, out, manifest):
     """The students' README of a track handout (TRACK_README_TEMPLATE): rung table, the loop with
     the track's program, grading; the track's words come from its "readme" entry in rungs.json."""
     rungs = manifest["rungs"]
-    track = rungs[0].split("-")[0]
-    folder = f"tracks/{track_folders(root)[track]}"
+    name = rungs[0].split("-")[0]
+    folder = f"tracks/{track_folders(root)[name]}"
     with open(os.path.join(root, TRACK_README_TEMPLATE), encoding="utf-8") as f:
         text = f.read()
     rows = "\n".join(f"| {r} | `{track_rungs(root)[r]}` | " + ", ".join(f"`{p}`" for p in manifest["files"][r]) + " |"
                      for r in rungs)
     numbers = ",".join(r.split("-")[1] for r in rungs)
     with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
-        t = json.load(f).get("tracks", {}).get(track, {})
+        t, _ = track.settings(json.load(f), rungs[0])
     about = t.get("readme", {})
-    program = t.get("program", f"{track}_ladder")
-    for key, value in {"{{RUNGS}}": ", ".join(rungs), "{{RUNG_TABLE}}": rows, "{{TRACK}}": track,
+    for key, value in {"{{RUNGS}}": ", ".join(rungs), "{{RUNG_TABLE}}": rows, "{{TRACK}}": name,
                        "{{TRACK_FOLDER}}": folder, "{{RUNG_NUMBERS}}": numbers, "{{FIRST_RUNG}}": rungs[0],
-                       "{{TRACK_TITLE}}": about.get("title", f"the {track} track"),
+                       "{{TRACK_TITLE}}": about.get("title", f"the {name} track"),
                        "{{TRACK_COMPUTES}}": about.get("computes", "the track's problem"),
-                       "{{PROGRAM}}": program, "{{RUNG_TESTS}}": f"{track}_rung_tests",
+                       "{{PROGRAM}}": t["program"], "{{RUNG_TESTS}}": f"{name}_rung_tests",
                        "{{TRY_ARGS}}": about.get("try", ""), "{{OPTIONS}}": about.get("options", "`--help` names them"),
                        "{{CHECKED}}": about.get("checked", ""),
-                       "{{PUBLIC}}": t.get("public", f"grader/{track}_public.problems"),
-                       "{{PRACTICE}}": t.get("practice", f"grader/{track}_practice.problems")}.items():
+                       "{{PUBLIC}}": t["public"], "{{PRACTICE}}": t["practice"]}.items():
         text = text.replace(key, value)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(text)

@@ -35,8 +35,9 @@ nothing. The rules, kept in one place (the constants under "the rules" below; do
 A rung of a second track (TRACK-NN, tracks/TRACK_name/rungs/NN_name.cu; check_track) is held to
 the same rules on its one object in the track's library: its registration is
 ladder::TRACK::rung_NN(), rule 1 adds the track's oracle, input generator and checker
-(TRACK_FORBIDDEN) and every other rung of the track, and rule 2e compares with the track
-library's other objects (and the reference build's object of the rung, where there is one).
+(TRACK_FORBIDDEN; those of the tracks it builds on, its "needs" in grader/rungs.json, too) and
+every other rung of the track, and rule 2e compares with the track library's other objects, the
+ladder libraries and the track's host library.
 
 Run alone: python3 grader/integrity.py BUILD NN  (prints the findings, exits 1 on any).
 """
@@ -61,19 +62,19 @@ FORBIDDEN = [
     (r"^(dlopen|dlmopen|dlsym|dlvsym|system|popen|fork|vfork|clone|clone3|execl|execle|execlp|execv|execve|"
      r"execveat|execvp|execvpe|fexecve|posix_spawn|posix_spawnp|syscall)(@.*)?$", "a process or loader escape"),
 ]
-# Rule 1 for a track's rungs, by track: what would compute or check the answer.
+# Rule 1 for a track's rungs, by track: what would compute or check the answer. A track's rungs
+# are held to the rules of the tracks it builds on as well (forbidden's `needs`).
 TRACK_FORBIDDEN = {
     "p38": [(r"(?<!\w)ladder::p38::(reference|make_inputs|avg_pool3d|conv_transpose3d|softmax_scale|row_case|"
              r"check_rows|run_rung_once|run_track|compare|output_tolerance|z_error_bound)\b",
              "the track's fp64 oracle, input generator or checker")],
     # Problem 74's oracles (forward, backward), inputs, tolerances and checks, and the runner's
-    # helpers that run a rung; its host library builds on problem 38's, whose rules hold too.
+    # helpers that run a rung (its host library builds on problem 38's: "needs" in rungs.json).
     "p74": [(r"(?<!\w)ladder::p74::(make_inputs|make_grad_out|exact_check|forward|backward|saved_from|argmax_position|"
              r"forward_tolerance|check_forward|grad_tolerance|check_grads|check_forward_samples|run_track|"
              r"run_forward_once|run_backward_once|backward_macs|samples_to_check|bitwise_equal)\b(?!::)",
              "the track's fp64 oracle, input generator or checker")],
 }
-TRACK_FORBIDDEN["p74"] += TRACK_FORBIDDEN["p38"]
 # Rule 2c: the scopes whose weak instantiations any object may carry.
 STANDARD_SCOPES = (("std",), ("__gnu_cxx",), ("cuda", "std"))
 # Rule 2d: what the registration macro and the compiler put in every stage object.
@@ -385,13 +386,14 @@ def display(demangled, limit=200):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def forbidden(demangled, stage_id=None):
+def forbidden(demangled, stage_id=None, needs=()):
     """What rule 1 says a demangled name is, or None. stage_id: a track's rung (TRACK-NN) adds
-    its track's rules."""
+    its track's rules, then those of the tracks it needs (builds on)."""
     rules = list(FORBIDDEN)
     if stage_id and "-" in stage_id:
         track, number = stage_id.split("-")
-        rules += TRACK_FORBIDDEN.get(track, [])
+        for t in (track, *needs):
+            rules += TRACK_FORBIDDEN.get(t, [])
         rules.append((rf"(?<!\w)ladder::{track}::(rung_(?!{number}\b)\d\d|rungs|find_rung)\b",
                       "another rung of the track or its registry"))
     for pattern, why in rules:
@@ -518,8 +520,8 @@ def weak_definitions(objs):
     return out
 
 
-def check_object(obj, stage_id, reference_weak, cuobjdump, report):
-    """Applies the three rules to one object; appends to report."""
+def check_object(obj, stage_id, reference_weak, cuobjdump, report, needs=()):
+    """Applies the three rules to one object; appends to report. needs: forbidden's."""
     label = os.path.basename(obj)
     symbols = parse_symbols(readelf(obj, "-s"))
     sections = parse_sections(readelf(obj, "-S"))
@@ -546,7 +548,7 @@ def check_object(obj, stage_id, reference_weak, cuobjdump, report):
     uses = [("calls" if not s.defined else "defines", s.name) for s in named]
     uses += [("device code has", n) for _b, n in device]
     for verb, n in uses:
-        why = forbidden(names[n], stage_id)
+        why = forbidden(names[n], stage_id, needs)
         if why:
             flagged.add(n)
             shown = groups.setdefault((verb, why), [])
@@ -614,26 +616,33 @@ def check(build, stage_id, cuobjdump=None):
         objs = target_objects(build, folder.format(id=stage_id), listed)
         references += objs
         report.reference |= folder.startswith("grader/") and bool(objs)
-    reference_weak = weak_definitions(references)
     if not report.reference:
         report.notes.append("no reference solution in this build: weak symbols are compared with the ladder "
                             "libraries only (official runs compare with the reference too)")
+    return check_objects(report, stage_id, references, cuobjdump)
+
+
+def check_objects(report, stage_id, references, cuobjdump=None, needs=()):
+    """Applies the rules to report.objects, rule 2e comparing with the objects `references`;
+    returns report. cuobjdump as for check; needs: forbidden's."""
+    reference_weak = weak_definitions(references)
     if cuobjdump is None:
         cuobjdump = find_cuobjdump()
         if not cuobjdump:
             report.notes.append("device symbols not read: cuobjdump not found (install the CUDA toolkit's "
                                 "cuobjdump or pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP)")
     for obj in report.objects:
-        check_object(obj, stage_id, reference_weak, cuobjdump, report)
+        check_object(obj, stage_id, reference_weak, cuobjdump, report, needs)
     return report
 
 
-def check_track(build, rung, rung_file, library="p38_track", host_library="p38_host", reference_objects=()):
+def check_track(build, rung, rung_file, library, host_library, needs=()):
     """Applies the rules to the object of a track's rung TRACK-NN (rung_file: its source, relative
-    to the repository root) in BUILD's track library `library`; rule 2e compares with the
+    to the repository root) in BUILD's track library `library` (rungs.json's "library"); rule 1
+    adds the rules of the tracks in `needs` (the track's "needs"), rule 2e compares with the
     library's other objects (the instructor's code: the grader takes only the rung's file from a
-    submission), the ladder libraries, the track's host library and reference_objects. Returns
-    a Report."""
+    submission), the ladder libraries and the track's host library `host_library`. Returns a
+    Report."""
     report = Report()
     listed = ninja_objects(build)
     folder = f"CMakeFiles/{library}.dir"
@@ -643,18 +652,10 @@ def check_track(build, rung, rung_file, library="p38_track", host_library="p38_h
     if not report.objects:
         report.findings.append(Finding(0, "", f"no compiled object of rung {rung} ({mine}): nothing to check"))
         return report
-    references = [o for o in everything if o not in report.objects] + list(reference_objects)
+    references = [o for o in everything if o not in report.objects]
     for other in REFERENCE_TARGETS[1:] + (f"CMakeFiles/{host_library}.dir",):
         references += target_objects(build, other, listed)
-    report.reference = bool(reference_objects)
-    cuobjdump = find_cuobjdump()
-    if not cuobjdump:
-        report.notes.append("device symbols not read: cuobjdump not found (install the CUDA toolkit's "
-                            "cuobjdump or pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP)")
-    reference_weak = weak_definitions(references)
-    for obj in report.objects:
-        check_object(obj, rung, reference_weak, cuobjdump, report)
-    return report
+    return check_objects(report, rung, references, needs=needs)
 
 
 def main(argv):

@@ -1,10 +1,12 @@
 """Running the built programs for the grader: correctness cases, compute-sanitizer, the SASS and
 integrity checks (the rules of the latter in integrity.py), and the interleaved timing. Each
-returns plain data; grade.py scores it."""
+returns plain data; grade.py scores it. correctness_parts and performance_gate are the scoring
+the stages (grade.py) and the tracks (track.py) share."""
 import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 
 import integrity as integrity_check
@@ -13,6 +15,10 @@ import problems
 # A compute-sanitizer summary with at least one error or hazard.
 SANITIZER_ERROR = re.compile(r"ERROR SUMMARY: [1-9]\d* error|\(([1-9]\d*) errors?,|[1-9]\d* hazards? displayed \([1-9]")
 TODO_LINE = re.compile(r"^TODO\(stage [^)]*\):.*$", re.M)
+
+
+def log(msg):
+    print(f"[grade] {msg}", file=sys.stderr, flush=True)
 
 
 def student_env():
@@ -140,3 +146,91 @@ def run_cases(cases, public_seed, secret, reveal, run_one, fail_fast, todos):
                 what += f" ({case.describe()} --seed {seed})"
             lines.append(f"FAIL {what}: {detail}")
     return by_cat, lines
+
+
+def score_perf(ratio, conf):
+    """The performance fraction of a time ratio: 1 at or below conf["full_at"], 0 at or above
+    conf["zero_at"], linear between."""
+    full, zero = conf["full_at"], conf["zero_at"]
+    if ratio <= full:
+        return 1.0
+    if ratio >= zero:
+        return 0.0
+    return (zero - ratio) / (zero - full)
+
+
+NOT_TIMED = "not timed: performance counts once every public and hidden test passes, sanitizers clean"
+
+
+def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, run_one, tools, sanitize, bad):
+    """The public, hidden and sanitizer parts of rung r (P builds a reports.Part) and whether the
+    rung may be timed (every case passed, sanitizers clean, integrity held). run_one(case, seed)
+    -> (status, detail, todo_lines) runs one correctness case; sanitize(tool) -> (status, output)
+    runs one compute-sanitizer tool (status pass, fail or skipped; output as the report shows
+    it); bad: the integrity check failed (no correctness points)."""
+    pts, todos = cfg["points"], set()
+
+    def cases(listed, secret, reveal):
+        return run_cases(listed, cfg["public_seed"], secret, reveal, run_one, args.fail_fast, todos)
+
+    log(f"rung {r}: public tests")
+    pub_cat, pub_lines = cases(public, "", True)
+    pub_pass = sum(sum(v) for v in pub_cat.values())
+    pub_total = sum(len(v) for v in pub_cat.values())
+    log(f"rung {r}: hidden tests ({hidden_source})")
+    if args.fail_fast and pub_lines:
+        hid_cat = {c.category: [False] for c in hidden}
+        hid_lines = ["not run (--fail-fast: a public test failed)"]
+    else:
+        hid_cat, hid_lines = cases(hidden, secret, args.reveal)
+    cats_passed = sorted(c for c, v in hid_cat.items() if all(v))
+    cats_failed = sorted(c for c, v in hid_cat.items() if not all(v))
+    public_frac = pub_pass / pub_total if pub_total else 0.0
+    hidden_frac = len(cats_passed) / len(hid_cat) if hid_cat else 0.0
+
+    # Sanitizers: any error caps correctness.
+    log(f"rung {r}: compute-sanitizer")
+    san_lines, san_fail, san_skip = [], [], []
+    for tool in tools:
+        if args.fail_fast and (pub_lines or hid_lines or san_fail):
+            san_skip.append(tool)
+            san_lines.append(f"{tool}: not run (--fail-fast: the rung has failed already)")
+            continue
+        status, out = sanitize(tool)
+        if status == "fail":
+            san_fail.append(tool)
+            san_lines.append(f"{tool}: FAIL\n{out}")
+        elif status == "skipped":
+            san_skip.append(tool)
+            san_lines.append(f"{tool}: skipped: {out}")
+        else:
+            san_lines.append(f"{tool}: clean")
+    # A sanitizer error caps correctness; an integrity failure leaves none (technique alone costs
+    # only its own points).
+    cap = 0.0 if bad else (cfg["sanitizer_cap"] if san_fail else 1.0)
+    todo_text = ("\n".join(sorted(todos)) + "\n") if todos else ""
+    capped = f"\n(capped at {cap:.0%} by the sanitizer)" if cap < 1 and san_fail else ""
+    capped += "\n(no correctness points: integrity check failed)" if bad else ""
+    parts = [P("public", score=round(pts["public"] * min(public_frac, cap), 2),
+               output=todo_text + f"{pub_pass} of {pub_total} public cases pass" + capped +
+               ("\n" + "\n".join(pub_lines) if pub_lines else ""))]
+    hidden_out = (todo_text + f"{len(cats_passed)} of {len(hid_cat)} categories pass" +
+                  (": failing " + ", ".join(cats_failed) if cats_failed else "") + capped)
+    if args.reveal and hid_lines:
+        hidden_out += "\n" + "\n".join(hid_lines)
+    parts.append(P("hidden", score=round(pts["hidden"] * min(hidden_frac, cap), 2), output=hidden_out, hidden=True))
+    parts.append(P("sanitizer", score=pts["sanitizer"] if not san_fail and len(san_skip) < len(tools) else 0,
+                   output="\n".join(san_lines), skipped=len(san_skip) == len(tools)))
+    return parts, not (public_frac < 1 or hidden_frac < 1 or san_fail or bad)
+
+
+def performance_gate(args, P, clean, perform, untimed=""):
+    """The performance part: not timed with --skip-performance, skipped with the reason `untimed`
+    (a rung without a timing entry), zero unless `clean` (correctness_parts), else perform()."""
+    if args.skip_performance:
+        return P("performance", score=0, skipped=True, output="not timed (--skip-performance)")
+    if untimed:
+        return P("performance", score=0, skipped=True, output=untimed)
+    if not clean:
+        return P("performance", score=0, output=NOT_TIMED)
+    return perform()

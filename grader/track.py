@@ -25,15 +25,20 @@ section of the report's "floors" to time against (none: p38_ladder's flat floors
 (p74_ladder's rung 00: "forward" and "backward"); "floors_about", how the floors line names
 the two floors. An agreement whose "checked" is false (too large for the oracle) never passes.
 
+A track's program, libraries and problem lists follow from its name (DEFAULTS: p38_ladder,
+p38_track, p38_host, grader/p38_public.problems, ...) unless its section of rungs.json names
+others; track_settings fills them in.
+
 All the rungs of a track link into one program: a rung that does not compile is replaced, in the
 grading tree only, by its handout stub, so that the others still link and are graded.
 """
 import json
 import os
 import re
-import shutil
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 
 import handout
@@ -43,20 +48,33 @@ import problems
 import reports
 import runs
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+import check_program  # noqa: E402  (scripts/: compute-sanitizer's location and exit code)
+
 NO_DEVICE = "not run: no CUDA device"
-SANITIZER_EXIT = 99
-SANITIZER_UNUSABLE = re.compile(r"Device not supported|not supported on this (device|platform|system)", re.I)
 SASS_OP = r"^(@!?U?P[0-9T]+\s+)?"  # the opcode is the first word after an optional predicate
-TODO_IN_NOTE = re.compile(r"TODO\(stage [^)]*\):.*")
+TODO_IN_NOTE = re.compile(runs.TODO_LINE.pattern.removeprefix("^").removesuffix("$"))  # anywhere in a note
+# A track's settings that follow from its name unless rungs.json says otherwise ({t}: the track).
+DEFAULTS = {"program": "{t}_ladder", "library": "{t}_track", "host_library": "{t}_host",
+            "public": "grader/{t}_public.problems", "practice": "grader/{t}_practice.problems",
+            "hidden": "grader/hidden/{t}_hidden.problems"}
+
+
+def track_settings(config, track):
+    """The track's section of rungs.json over DEFAULTS. Raises ValueError for a track without one."""
+    tracks = config.get("tracks", {})
+    if track not in tracks:
+        raise ValueError(f"grader/rungs.json has no \"tracks\" entry for track {track}")
+    return {**{k: v.format(t=track) for k, v in DEFAULTS.items()}, **tracks[track]}
 
 
 def settings(config, rung):
-    """(the track's section of rungs.json, the rung's number) for TRACK-NN."""
+    """(the track's settings (track_settings), the rung's number) for TRACK-NN."""
     track, number = rung.split("-")
-    tracks = config.get("tracks", {})
-    if track not in tracks:
-        raise ValueError(f"rung {rung}: grader/rungs.json has no \"tracks\" entry for track {track}")
-    return tracks[track], number
+    try:
+        return track_settings(config, track), number
+    except ValueError as e:
+        raise ValueError(f"rung {rung}: {e}") from None
 
 
 DEFAULT_REPORT = {"check": "vs_oracle", "floors": None, "direction": None,
@@ -78,10 +96,12 @@ def object_target(t, path):
 def build(root, tree, build_dir, rungs, declared, config, make):
     """Builds the track rungs' objects, then the track's program(s); returns {rung: (built, log
     tail, compiled)} as grade.build does. make(targets) -> (ok, log)."""
-    paths, compiled, out = handout.track_rungs(root), {}, {}
+    paths, compiled, out, given = handout.track_rungs(root), {}, {}, set()
     for r in rungs:
         t, _ = settings(config, r)
-        make([t["host_library"], "ladder_runner"])  # the given libraries first: their errors are not the rung's
+        if t["program"] not in given:  # the given libraries first, once a track: their errors are not the rung's
+            given.add(t["program"])
+            make([t["host_library"], "ladder_runner"])
         compiled[r] = make([object_target(t, paths[r])])
     failing = {r for r in rungs if not compiled[r][0]}
     for r in sorted(failing):  # in the grading tree only: the handout's stub in place of what does not compile
@@ -92,7 +112,7 @@ def build(root, tree, build_dir, rungs, declared, config, make):
                     f.write(markers.render(handout.parse_file(root, path), failing))
     linked = {}
     for track in sorted({r.split("-")[0] for r in rungs}):
-        linked[track] = make([config["tracks"][track]["program"]])
+        linked[track] = make([track_settings(config, track)["program"]])
     for r in rungs:
         ok, log = compiled[r]
         link_ok, link_log = linked[r.split("-")[0]]
@@ -174,43 +194,39 @@ def run_case(prog, number, case, seed, timeout, rep=None):
     return ("pass" if passed else "fail"), detail, sorted(todos)
 
 
-def gpu_available(prog, number, probe, timeout=120, rep=None):
+def gpu_available(prog, number, probe):
     """(True, "") if the program runs the rung on a GPU here, else (False, why)."""
-    status, detail, _ = run_case(prog, number, problems.Case("probe", 0, list(probe), ""), 1, timeout, rep)
+    status, detail, _ = run_case(prog, number, problems.Case("probe", 0, list(probe), ""), 1, 120)
     return (False, detail) if status == "skipped" else (True, "")
 
 
-def find_sanitizer():
-    candidates = [shutil.which("compute-sanitizer")]
-    for base in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if base:
-            candidates += [os.path.join(base, "bin", "compute-sanitizer"),
-                           os.path.join(base, "compute-sanitizer", "compute-sanitizer")]
-    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
-
-
-def sanitizer(prog, number, tool, problem_args, timeout):
-    """(status, output) of compute-sanitizer `tool` over the problems; status pass, fail or
-    skipped. Only what the sanitizer reports counts: wrong results are the correctness parts'."""
-    exe = find_sanitizer()
+def sanitizer(exe, prog, number, tool, problem_args, timeout):
+    """(status, output) of compute-sanitizer `tool` (exe: its path, check_program.find_sanitizer;
+    None: not found) over the problems; status pass, fail or skipped. Only what the sanitizer
+    reports counts: wrong results are the correctness parts'."""
     if exe is None:
         return "skipped", "compute-sanitizer not found (PATH, $CUDA_HOME, /usr/local/cuda)"
     summary = []
     for args in problem_args:
-        cmd = [exe, "--tool", tool, "--error-exitcode", str(SANITIZER_EXIT), "--print-limit", "20"]
+        cmd = [exe, "--tool", tool, "--error-exitcode", str(check_program.SANITIZER_EXIT), "--print-limit", "20"]
         cmd += ["--leak-check", "full"] if tool == "memcheck" else []
         with tempfile.TemporaryDirectory() as tmp:
             cmd += [prog, *args, "--rungs", number, "--reps", "1", "--warmup", "0", "--no-flush-l2", "-q",
                     "--json", os.path.join(tmp, "report.json")]
+            # A session of its own, so that a timeout stops the program as well as the sanitizer.
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=runs.student_env(), start_new_session=True)
             try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=runs.student_env())
+                stdout, stderr = p.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
                 return "fail", f"{' '.join(args)}: took longer than {timeout:.0f} s under {tool}"
-        out = (p.stdout + p.stderr).strip()
-        if SANITIZER_UNUSABLE.search(out) and p.returncode != 0:
+        out = (stdout + stderr).strip()
+        if check_program.SANITIZER_UNUSABLE.search(out) and p.returncode != 0:
             return "skipped", out.splitlines()[-1]
         lines = [l for l in out.splitlines() if l.startswith("=========")]
-        if p.returncode == SANITIZER_EXIT or runs.SANITIZER_ERROR.search(out):
+        if p.returncode == check_program.SANITIZER_EXIT or runs.SANITIZER_ERROR.search(out):
             return "fail", f"problem: {' '.join(args)}\n" + "\n".join(lines[-8:])
         summary += lines[-1:]
     return "pass", "\n".join(summary)
@@ -228,6 +244,12 @@ def parse_sass(text):
         if m and current is not None:
             current.append(m.group(1))
     return out
+
+
+def opcode(instruction):
+    """An instruction's opcode: its first word, after the predicate (@P0, @!PT) where there is one."""
+    words = instruction.split()
+    return words[1] if instruction.startswith("@") else words[0]
 
 
 def technique(obj, checks, rung):
@@ -252,14 +274,14 @@ def technique(obj, checks, rung):
             if hit is None:
                 lines.append(f"PASS: {where}: none ({len(mine)} function(s) read)")
                 continue
-            lines.append(f"FAIL: {where}: forbidden, found {hit.split()[0] if not hit.startswith('@') else hit.split()[1]}")
+            lines.append(f"FAIL: {where}: forbidden, found {opcode(hit)}")
         elif not mine:
             lines.append(f"FAIL: rung {rung}: no kernel {check['kernel']} in {os.path.basename(obj)} "
                          f"(looking for {check['what']})")
         elif hit is None:
             lines.append(f"FAIL: {where}: none in its machine code")
         else:
-            lines.append(f"PASS: {where} ({hit.split()[0] if not hit.startswith('@') else hit.split()[1]})")
+            lines.append(f"PASS: {where} ({opcode(hit)})")
             continue
         ok = False
     return ok, lines
@@ -285,12 +307,12 @@ def reference_program(args, root, work, t, ctx):
     return ctx[key]
 
 
-def timing(args, ctx, t, number, perf_cfg, timing_cfg):
-    """(status, data): alternates the student's and the reference's program for perf_cfg's rounds
-    (one when there is no reference); data: student and reference median ms, floors (the
+def timing(args, ctx, prog, t, number, perf_cfg, timing_cfg):
+    """(status, data): alternates the student's program `prog` and the reference's for perf_cfg's
+    rounds (one when there is no reference); data: student and reference median ms, floors (the
     section report_settings names)."""
     rep = report_settings(t, number)
-    progs = [("student", ctx["program"])]
+    progs = [("student", prog)]
     if ctx["reference"]:
         ref = reference_program(args, ctx["reference"], ctx["work"], t, ctx)
         if ref is None:
@@ -325,16 +347,16 @@ def timing(args, ctx, t, number, perf_cfg, timing_cfg):
     return "ok", data
 
 
-def performance(args, ctx, r, P, pts, grade_module):
-    """The performance part of track rung r (P builds a reports.Part)."""
+def performance(args, ctx, prog, r, P, pts):
+    """The performance part of track rung r, its program `prog` (P builds a reports.Part)."""
     t, number = settings(ctx["config"], r)
     perf_cfg = {**ctx["config"]["performance"], **t.get("performance", {}),
                 **t["rungs"].get(number, {}).get("performance", {})}
     timing_cfg = t["rungs"].get(number, {}).get("timing")
     if timing_cfg is None:
         return P("performance", score=0, skipped=True, output=f"rung {r} has no timing entry in grader/rungs.json")
-    grade_module.log(f"rung {r}: timing")
-    status, data = timing(args, ctx, t, number, perf_cfg, timing_cfg)
+    runs.log(f"rung {r}: timing")
+    status, data = timing(args, ctx, prog, t, number, perf_cfg, timing_cfg)
     part = P("performance", score=0, output="")
     if status != "ok":
         part.output = f"timing {status}: {data.get('error', '')}"
@@ -353,11 +375,11 @@ def performance(args, ctx, r, P, pts, grade_module):
                      "written its output")
     elif mode == "floor" and floor > 0:
         part.ratio = s / floor
-        part.score = round(pts["performance"] * grade_module.score_perf(part.ratio, perf_cfg), 2)
+        part.score = round(pts["performance"] * runs.score_perf(part.ratio, perf_cfg), 2)
         lines.append(f"full credit at <= {perf_cfg['full_at']}x the floor, none at >= {perf_cfg['zero_at']}x")
     elif "reference_ms" in data:
         part.ratio = s / data["reference_ms"]
-        part.score = round(pts["performance"] * grade_module.score_perf(part.ratio, perf_cfg), 2)
+        part.score = round(pts["performance"] * runs.score_perf(part.ratio, perf_cfg), 2)
         lines.append(f"reference solution: {data['reference_ms']:.4g} ms; ratio {part.ratio:.3g} "
                      f"(full credit at <= {perf_cfg['full_at']}x, none at >= {perf_cfg['zero_at']}x)")
     else:
@@ -367,7 +389,7 @@ def performance(args, ctx, r, P, pts, grade_module):
     return part
 
 
-def grade_rung(args, r, ctx, grade_module):
+def grade_rung(args, r, ctx):
     """Every part of track rung r: a list of reports.Part (grade.grade_rung's counterpart)."""
     cfg, pts = ctx["config"], ctx["config"]["points"]
     t, number = settings(cfg, r)
@@ -381,7 +403,7 @@ def grade_rung(args, r, ctx, grade_module):
     if not compiled:
         return [P(p, score=0, output="does not compile:\n" + build_log) for p in pts]
     rung_file = handout.track_rungs(ctx["root"])[r]
-    report = integrity.check_track(ctx["build"], r, rung_file, t["library"], t["host_library"])
+    report = integrity.check_track(ctx["build"], r, rung_file, t["library"], t["host_library"], t.get("needs", []))
     if not built:
         msg = "does not link:\n" + build_log + ("\n" + "\n".join(report.lines()) if report.failed else "")
         return [P(p, score=0, output=msg) for p in pts]
@@ -392,71 +414,19 @@ def grade_rung(args, r, ctx, grade_module):
     if bad:
         lines.append("integrity failed: no correctness points (public and hidden), no timing")
     parts = [P("technique", score=pts["technique"] if ok and not bad else 0, output="\n".join(lines))]
-    ctx["program"] = program(ctx["build"], t)
+    prog = program(ctx["build"], t)
     gpu, why = ctx["track_gpu"][t["program"]]
     if not gpu:
         for p in ("public", "hidden", "sanitizer", "performance"):
             parts.append(P(p, score=0, skipped=True, output=why if why.startswith("skipped") else f"skipped: {why}"))
         return parts
 
-    todos = set()
-
-    def run_cases(cases, secret, reveal):
-        return runs.run_cases(cases, cfg["public_seed"], secret, reveal,
-                              lambda case, seed: run_case(ctx["program"], number, case, seed, args.timeout, rep),
-                              args.fail_fast, todos)
-
-    grade_module.log(f"rung {r}: public tests")
-    pub_cat, pub_lines = run_cases(ctx["track_public"][t["program"]], "", True)
-    pub_pass, pub_total = sum(sum(v) for v in pub_cat.values()), sum(len(v) for v in pub_cat.values())
-    grade_module.log(f"rung {r}: hidden tests ({ctx['hidden_source']})")
-    if args.fail_fast and pub_lines:
-        hid_cat = {c.category: [False] for c in ctx["track_hidden"][t["program"]]}
-        hid_lines = ["not run (--fail-fast: a public test failed)"]
-    else:
-        hid_cat, hid_lines = run_cases(ctx["track_hidden"][t["program"]], ctx["secret"], args.reveal)
-    cats_passed = sorted(c for c, v in hid_cat.items() if all(v))
-    cats_failed = sorted(c for c, v in hid_cat.items() if not all(v))
-    public_frac = pub_pass / pub_total if pub_total else 0.0
-    hidden_frac = len(cats_passed) / len(hid_cat) if hid_cat else 0.0
-
-    grade_module.log(f"rung {r}: compute-sanitizer")
-    tools = t.get("sanitizer_tools", cfg["sanitizer_tools"])
-    san_lines, san_fail, san_skip = [], [], []
-    for tool in tools:
-        if args.fail_fast and (pub_lines or hid_lines or san_fail):
-            san_skip.append(tool)
-            san_lines.append(f"{tool}: not run (--fail-fast: the rung has failed already)")
-            continue
-        status, out = sanitizer(ctx["program"], number, tool, t["sanitizer_problems"], args.timeout)
-        if status == "fail":
-            san_fail.append(tool)
-            san_lines.append(f"{tool}: FAIL\n{out}")
-        elif status == "skipped":
-            san_skip.append(tool)
-            san_lines.append(f"{tool}: skipped: {out}")
-        else:
-            san_lines.append(f"{tool}: clean")
-    cap = 0.0 if bad else (cfg["sanitizer_cap"] if san_fail else 1.0)
-    todo_text = ("\n".join(sorted(todos)) + "\n") if todos else ""
-    capped = f"\n(capped at {cap:.0%} by the sanitizer)" if cap < 1 and san_fail else ""
-    capped += "\n(no correctness points: integrity check failed)" if bad else ""
-    parts.append(P("public", score=round(pts["public"] * min(public_frac, cap), 2),
-                   output=todo_text + f"{pub_pass} of {pub_total} public cases pass" + capped +
-                   ("\n" + "\n".join(pub_lines) if pub_lines else "")))
-    hidden_out = (todo_text + f"{len(cats_passed)} of {len(hid_cat)} categories pass" +
-                  (": failing " + ", ".join(cats_failed) if cats_failed else "") + capped)
-    if args.reveal and hid_lines:
-        hidden_out += "\n" + "\n".join(hid_lines)
-    parts.append(P("hidden", score=round(pts["hidden"] * min(hidden_frac, cap), 2), output=hidden_out, hidden=True))
-    parts.append(P("sanitizer", score=pts["sanitizer"] if not san_fail and len(san_skip) < len(tools) else 0,
-                   output="\n".join(san_lines), skipped=len(san_skip) == len(tools)))
-
-    if args.skip_performance:
-        parts.append(P("performance", score=0, skipped=True, output="not timed (--skip-performance)"))
-    elif public_frac < 1 or hidden_frac < 1 or san_fail or bad:
-        parts.append(P("performance", score=0, output="not timed: performance counts once every public and hidden "
-                                                      "test passes, sanitizers clean"))
-    else:
-        parts.append(performance(args, ctx, r, P, pts, grade_module))
+    exe = check_program.find_sanitizer(None)
+    correctness, clean = runs.correctness_parts(
+        args, r, P, cfg, ctx["track_public"][t["program"]], ctx["track_hidden"][t["program"]], ctx["hidden_source"],
+        ctx["secret"], lambda case, seed: run_case(prog, number, case, seed, args.timeout, rep),
+        t.get("sanitizer_tools", cfg["sanitizer_tools"]),
+        lambda tool: sanitizer(exe, prog, number, tool, t["sanitizer_problems"], args.timeout), bad)
+    parts += correctness
+    parts.append(runs.performance_gate(args, P, clean, lambda: performance(args, ctx, prog, r, P, pts)))
     return parts

@@ -53,19 +53,17 @@ cmake -S "$work/$track-handout" -B "$work/$track-handout-build" -G Ninja -DLADDE
 # Only the objects of the students' files and of the chosen rungs' own files (a student file may
 # be a shared header, tracks/p74_backward/device/reduce.cuh): the whole track builds in the selftest.
 objects=$(python3 - "$work/$track-handout" <<'EOF'
-import json, os, re, sys
-with open(os.path.join(sys.argv[1], "assignment.json")) as f:
-    manifest = json.load(f)
-with open(os.path.join(sys.argv[1], "grader", "rungs.json")) as f:
-    tracks = json.load(f)["tracks"]
-sources = {(r, p) for r, paths in manifest["files"].items() for p in paths if p.endswith((".cu", ".cpp"))}
-for r, paths in manifest["files"].items():  # the rung's own file: tracks/TRACK_x/rungs/NN_y.cu
-    folder = "/".join(paths[0].split("/")[:2]) if paths else ""
-    rungs = os.path.join(sys.argv[1], folder, "rungs")
-    for name in sorted(os.listdir(rungs)) if os.path.isdir(rungs) else ():
-        if re.match(r.split("-")[1] + r"_\w+\.(cu|cpp)$", name):
-            sources.add((r, f"{folder}/rungs/{name}"))
-print(" ".join(sorted({f"CMakeFiles/{tracks[r.split('-')[0]]['library']}.dir/{p}.o" for r, p in sources})))
+import json, os, sys
+sys.path.insert(0, "grader")
+import handout, track
+root = sys.argv[1]
+with open(os.path.join(root, handout.MANIFEST)) as f:
+    files = json.load(f)["files"]
+with open(os.path.join(root, "grader", "rungs.json")) as f:
+    config = json.load(f)
+own = handout.track_rungs(root)  # the rung's own file: tracks/TRACK_x/rungs/NN_y.cu
+print(" ".join(sorted({track.object_target(track.settings(config, r)[0], p) for r, paths in files.items()
+                       for p in paths + [own[r]] if p.endswith((".cu", ".cpp"))})))
 EOF
 )
 cmake --build "$work/$track-handout-build" -j "$jobs" --target $objects > "$work/$track-handout-build.log" 2>&1 ||

@@ -14,14 +14,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+from unittest import mock
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, os.path.join(ROOT, "grader"))
 
-import grade  # noqa: E402
 import handout  # noqa: E402
 import integrity  # noqa: E402
 import markers  # noqa: E402
@@ -183,12 +184,15 @@ class TreeMarkersTest(unittest.TestCase):
         self.assertLessEqual(early, owners, "every rung 01..05 owns a code region")
 
 
-class HandoutTest(unittest.TestCase):
+class HandoutCase(unittest.TestCase):
+    """A handout of RUNGS, written once for the class in a temporary folder (self.out)."""
+    RUNGS = ""
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="ta_")
         cls.out = os.path.join(cls.tmp, "handout")
-        cls.made = cli("handout", "--rungs", "03,04", "--out", cls.out)
+        cls.made = cli("handout", "--rungs", cls.RUNGS, "--out", cls.out)
 
     @classmethod
     def tearDownClass(cls):
@@ -197,12 +201,16 @@ class HandoutTest(unittest.TestCase):
     def setUp(self):
         self.assertEqual(self.made.returncode, 0, self.made.stdout + self.made.stderr)
 
-    def files(self, root=None):
-        return handout.repo_files(root or self.out)
-
     def read(self, path, root=None):
         with open(os.path.join(root or self.out, path), encoding="utf-8") as f:
             return f.read()
+
+
+class HandoutTest(HandoutCase):
+    RUNGS = "03,04"
+
+    def files(self, root=None):
+        return handout.repo_files(root or self.out)
 
     def mutant(self, name):
         dst = os.path.join(self.tmp, name)
@@ -309,25 +317,9 @@ class HandoutTest(unittest.TestCase):
         self.assertEqual(self.read(path), "mine\n")
 
 
-class TrackHandoutTest(unittest.TestCase):
+class TrackHandoutTest(HandoutCase):
     """A handout of the problem-38 track's rungs: what ships, the stubs, the leak check's track rules."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="ta_")
-        cls.out = os.path.join(cls.tmp, "handout")
-        cls.made = cli("handout", "--rungs", "p38-04,p38-03", "--out", cls.out)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp)
-
-    def setUp(self):
-        self.assertEqual(self.made.returncode, 0, self.made.stdout + self.made.stderr)
-
-    def read(self, path, root=None):
-        with open(os.path.join(root or self.out, path), encoding="utf-8") as f:
-            return f.read()
+    RUNGS = "p38-04,p38-03"
 
     def test_manifest_and_files(self):
         m = json.loads(self.read(handout.MANIFEST))
@@ -385,26 +377,10 @@ class TrackHandoutTest(unittest.TestCase):
         self.assertIn("or a track's rungs as TRACK-NN", p.stderr)
 
 
-class P74HandoutTest(unittest.TestCase):
+class P74HandoutTest(HandoutCase):
     """A handout of the problem-74 track's backward rungs, whose solutions sit in shared headers
     (device/reduce.cuh, device/backward_two_level.cuh) rather than in the rung files."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="ta_")
-        cls.out = os.path.join(cls.tmp, "handout")
-        cls.made = cli("handout", "--rungs", "p74-06,p74-07,p74-08", "--out", cls.out)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp)
-
-    def setUp(self):
-        self.assertEqual(self.made.returncode, 0, self.made.stdout + self.made.stderr)
-
-    def read(self, path):
-        with open(os.path.join(self.out, path), encoding="utf-8") as f:
-            return f.read()
+    RUNGS = "p74-06,p74-07,p74-08"
 
     def test_manifest_stubs_and_readme(self):
         m = json.loads(self.read(handout.MANIFEST))
@@ -471,8 +447,9 @@ class ProblemsTest(unittest.TestCase):
         hidden = {c.category for c in problems.load(os.path.join(grader, "hidden", "hidden.problems"))}
         self.assertEqual(practice, hidden)
         with open(os.path.join(grader, "rungs.json"), encoding="utf-8") as f:
-            tracks = json.load(f)["tracks"]
-        for name, t in tracks.items():
+            config = json.load(f)
+        for name in config["tracks"]:
+            t = track.track_settings(config, name)
             with self.subTest(track=name):
                 self.assertGreater(len(problems.load(os.path.join(ROOT, t["public"]))), 0)
                 practice = {c.category for c in problems.load(os.path.join(ROOT, t["practice"]))}
@@ -535,7 +512,7 @@ class GradeTest(unittest.TestCase):
     def test_score_perf(self):
         conf = {"full_at": 1.2, "zero_at": 10.0}
         for ratio, want in ((1.0, 1.0), (1.2, 1.0), (10.0, 0.0), (20.0, 0.0), (5.6, 0.5), (3.4, 0.75)):
-            self.assertAlmostEqual(grade.score_perf(ratio, conf), want, places=12, msg=f"ratio {ratio}")
+            self.assertAlmostEqual(runs.score_perf(ratio, conf), want, places=12, msg=f"ratio {ratio}")
 
 
 # A stand-in for p38_ladder: writes the report its FAKE_P38 mode says (pass, fail, todo, throw, nodevice).
@@ -623,13 +600,13 @@ class TrackGradeTest(unittest.TestCase):
         os.environ["FAKE_P38"] = "pass"
         args = argparse.Namespace(timeout=60)
         cfg = {"reps": 20, "warmup": 2, "rounds": 3}
-        status, data = track.timing(args, {"program": self.prog, "reference": ""}, {"program": "p38_ladder"}, "03",
+        status, data = track.timing(args, {"reference": ""}, self.prog, {"program": "p38_ladder"}, "03",
                                     cfg, {"args": ["--batch", "8"]})
         self.assertEqual(status, "ok", data)
         self.assertEqual((data["student_ms"], data["rounds"], data["memory_floor_ms"]), (2.0, 1, 1.0))
         self.assertNotIn("reference_ms", data)
         os.environ["FAKE_P38"] = "fail"
-        self.assertEqual(track.timing(args, {"program": self.prog, "reference": ""}, {}, "03", cfg, {})[0], "mismatch")
+        self.assertEqual(track.timing(args, {"reference": ""}, self.prog, {}, "03", cfg, {})[0], "mismatch")
 
     def p74_case(self, mode, rung="06"):
         prog = write(os.path.join(self.tmp, "p74_ladder"), "#!" + sys.executable + "\n" + FAKE_P74)
@@ -652,7 +629,7 @@ class TrackGradeTest(unittest.TestCase):
         self.assertIn("not checked against the oracle (unchecked: the backward exceeds", detail)
         prog, rep, _ = self.p74_case("pass", "00")
         t = {"program": "p74_ladder", "report": {"check": "check", "floors": "backward", "direction": "backward"}}
-        status, data = track.timing(argparse.Namespace(timeout=60), {"program": prog, "reference": ""}, t, "00",
+        status, data = track.timing(argparse.Namespace(timeout=60), {"reference": ""}, prog, t, "00",
                                     {"reps": 20, "warmup": 2, "rounds": 3}, {"args": []})
         self.assertEqual(status, "ok", data)
         self.assertEqual((data["student_ms"], data["memory_floor_ms"], data["compute_floor_ms"]), (3.0, 1.5, 0.25))
@@ -662,8 +639,14 @@ class TrackGradeTest(unittest.TestCase):
                          ("forward", None))
 
     def test_settings(self):
-        config = {"tracks": {"p38": {"program": "p38_ladder"}}}
-        self.assertEqual(track.settings(config, "p38-05"), (config["tracks"]["p38"], "05"))
+        config = {"tracks": {"p38": {"probe": ["--batch", "1"]}, "p9": {"program": "p9_main", "needs": ["p38"]}}}
+        t, number = track.settings(config, "p38-05")  # what the track's name gives, where rungs.json is silent
+        self.assertEqual((t, number), ({"program": "p38_ladder", "library": "p38_track", "host_library": "p38_host",
+                                        "public": "grader/p38_public.problems",
+                                        "practice": "grader/p38_practice.problems",
+                                        "hidden": "grader/hidden/p38_hidden.problems", "probe": ["--batch", "1"]}, "05"))
+        t, _ = track.settings(config, "p9-01")
+        self.assertEqual((t["program"], t["library"], t["needs"]), ("p9_main", "p9_track", ["p38"]))
         with self.assertRaisesRegex(ValueError, "no \"tracks\" entry for track p39"):
             track.settings(config, "p39-01")
         with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
@@ -673,6 +656,26 @@ class TrackGradeTest(unittest.TestCase):
                 t, number = track.settings(config, rung)
                 self.assertIn("timing", t["rungs"][number], rung)
                 self.assertTrue(t["rungs"][number]["technique"], rung)
+
+    def test_sanitizer_timeout_stops_the_program(self):
+        # A compute-sanitizer that starts the program and hangs: the timeout must stop both.
+        pid_file = os.path.join(self.tmp, "program.pid")
+        fake = write(os.path.join(self.tmp, "compute-sanitizer"),
+                     "#!/bin/sh\nsleep 300 >/dev/null 2>&1 &\necho $! > " + shlex.quote(pid_file) + "\nwait\n")
+        os.chmod(fake, 0o755)
+        status, out = track.sanitizer(fake, self.prog, "03", "memcheck", [["--batch", "1"]], 1)
+        self.assertEqual((status, out), ("fail", "--batch 1: took longer than 1 s under memcheck"))
+        with open(pid_file, encoding="utf-8") as f:
+            pid = int(f.read())
+        for _ in range(50):  # killed at once; reaped by init a moment later
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            self.fail(f"the sanitized program (pid {pid}) outlived the timeout")
+        self.assertEqual(track.sanitizer(None, self.prog, "03", "memcheck", [["--batch", "1"]], 1)[0], "skipped")
 
     def test_sass_checks(self):
         functions = track.parse_sass(SASS)
@@ -685,12 +688,8 @@ class TrackGradeTest(unittest.TestCase):
         fake = write(os.path.join(self.tmp, "bin", "cuobjdump"), "#!/bin/sh\ncat " + shlex.quote(
             write(os.path.join(self.tmp, "r.sass"), SASS)) + "\n")
         os.chmod(fake, 0o755)
-        old = os.environ.get("CUOBJDUMP")
-        os.environ["CUOBJDUMP"] = fake
-        try:
+        with mock.patch.dict(os.environ, {"CUOBJDUMP": fake}):
             ok, lines = track.technique(obj, checks, "p38-03")
-        finally:
-            os.environ.pop("CUOBJDUMP") if old is None else os.environ.__setitem__("CUOBJDUMP", old)
         self.assertFalse(ok)
         self.assertEqual([l.split(":")[0] for l in lines], ["PASS", "PASS", "FAIL", "FAIL"])
         self.assertIn("(BAR.SYNC)", lines[0])
@@ -701,11 +700,8 @@ class TrackGradeTest(unittest.TestCase):
                   {"kernel": "softmax_block_per_row", "what": "float atomics", "absent": True,
                    "sass": "(RED|ATOM)G?\\.[A-Z0-9_.]*\\.B?F(16|32|64)"},
                   {"kernel": "", "what": "shared atomics", "absent": True, "sass": "ATOMS\\."}]
-        os.environ["CUOBJDUMP"] = fake
-        try:
+        with mock.patch.dict(os.environ, {"CUOBJDUMP": fake}):
             ok, lines = track.technique(obj, absent, "p74-08")
-        finally:
-            os.environ.pop("CUOBJDUMP") if old is None else os.environ.__setitem__("CUOBJDUMP", old)
         self.assertFalse(ok)
         self.assertEqual([l.split(":")[0] for l in lines], ["FAIL", "PASS", "FAIL"])
         self.assertIn("float atomics in any function: forbidden, found REDG.E.ADD.F32", lines[0])  # past the predicate
@@ -723,7 +719,8 @@ class TrackGradeTest(unittest.TestCase):
         grad_oracle = ("ladder::p74::backward(ladder::p74::Problem74 const&, ladder::p74::Inputs const&, "
                        "ladder::p74::Saved const&, std::vector<float, std::allocator<float> > const&)")
         self.assertIsNotNone(integrity.forbidden(grad_oracle, "p74-08"))
-        self.assertIsNotNone(integrity.forbidden("ladder::p38::reference(int)", "p74-08"))  # p74 builds on p38's host
+        self.assertIsNotNone(integrity.forbidden("ladder::p38::reference(int)", "p74-08", ["p38"]))  # p74 needs p38
+        self.assertIsNone(integrity.forbidden("ladder::p38::reference(int)", "p74-08"))  # only through its "needs"
         self.assertIsNotNone(integrity.forbidden("ladder::p74::rung_09()", "p74-08"))
         self.assertIsNone(integrity.forbidden("ladder::p74::backward_aligned(unsigned long)", "p74-08"))
         self.assertIsNone(integrity.forbidden("ladder::p74::launch_two_level_reduction(ladder::p74::Geometry const&)", "p74-08"))
@@ -738,14 +735,15 @@ class TrackGradeTest(unittest.TestCase):
                                              "Reference reference(const Problem38&, const Inputs&);\nnamespace {")
         calls = calls.replace("return r; }", "return r; }\nvoid* peek() { return (void*)&reference; }")
         compile_object(self.tmp, folder, "03_y.cu", clean)
-        report = integrity.check_track(self.tmp, "p38-03", rung_file)
+        report = integrity.check_track(self.tmp, "p38-03", rung_file, "p38_track", "p38_host")
         self.assertEqual(report.findings, [], report.lines())
         compile_object(self.tmp, folder, "03_y.cu", calls)
-        text = "\n".join(integrity.check_track(self.tmp, "p38-03", rung_file).lines())
+        text = "\n".join(integrity.check_track(self.tmp, "p38-03", rung_file, "p38_track", "p38_host").lines())
         self.assertIn("rule 1 (forbidden names): 03_y.cu.o: calls ladder::p38::reference", text)
         self.assertIn("rule 2 (allow-list): 03_y.cu.o: defines ladder::p38::peek()", text)
         self.assertIn("with external linkage a rung defines only ladder::p38::rung_03()", text)
-        self.assertIn("no compiled object of rung p38-04", integrity.check_track(self.tmp, "p38-04", "x/04_z.cu").lines()[0])
+        self.assertIn("no compiled object of rung p38-04", integrity.check_track(self.tmp, "p38-04", "x/04_z.cu", "p38_track",
+                                                                          "p38_host").lines()[0])
 
 
 FIXTURE_HEAD = "rung: 03\nfile: stages/03_shared_tree/shared_tree.cu\nwhy: test\n"
@@ -995,15 +993,8 @@ class IntegrityParseTest(unittest.TestCase):
         with tempfile.TemporaryDirectory(prefix="ta_") as tmp:
             fake = write(os.path.join(tmp, "cuobjdump"), "#!/bin/sh\nexit 0\n")
             os.chmod(fake, 0o755)
-            old = os.environ.get("CUOBJDUMP")
-            os.environ["CUOBJDUMP"] = fake
-            try:
+            with mock.patch.dict(os.environ, {"CUOBJDUMP": fake}):
                 self.assertEqual(integrity.find_cuobjdump(), fake)
-            finally:
-                if old is None:
-                    del os.environ["CUOBJDUMP"]
-                else:
-                    os.environ["CUOBJDUMP"] = old
 
 
 def compile_object(tmp, folder, name, source, compiler="g++"):
