@@ -21,15 +21,21 @@ through the track's program.
 import argparse
 import datetime
 import filecmp
+import glob
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
+import tempfile
 
 import handout
+import markers
 import problems
 import reports
 import runs
+import sandbox
 import track
 
 ROOT = None  # set by add_parser
@@ -89,44 +95,99 @@ def sync_file(src, dst):
     shutil.copymode(src, dst)
 
 
-def prepare_tree(args, work, declared):
-    """work/tree = this tree with the submission's declared files over it, updated in place so
-    that a second grading in the same work folder rebuilds only what changed. Returns the tree and
-    {rung: [declared files missing from the submission]}."""
-    tree = os.path.join(work, "tree")
-    overlay = {}
-    missing = {}
-    for rung, files in declared.items():
-        for path in files:
+def prepare_tree(args, grading_dir, rungs, declared):
+    """The grading tree (grading_dir/tree): exactly what a student has, the handout of `rungs`
+    written from this tree (or this handout's own files), with the submission's declared files
+    (decided here, never read from the submission) over it. Files are synced, so a reused
+    folder (the self-test's) rebuilds only what changed. Returns {rung: [declared files missing
+    from the submission]}."""
+    tree = os.path.join(grading_dir, "tree")
+    if is_handout(ROOT):
+        source, files = ROOT, handout.repo_files(ROOT)
+    else:
+        source = os.path.join(grading_dir, "handout")
+        handout.write_handout(ROOT, rungs, source, force=True)
+        files = [os.path.relpath(os.path.join(d, n), source) for d, _, ns in os.walk(source) for n in ns]
+    overlay, missing = {}, {}
+    for rung, paths in declared.items():
+        for path in paths:
             src = os.path.join(args.submission, path)
-            if os.path.isfile(src):
+            if os.path.isfile(src) and not os.path.islink(src):
                 overlay[path] = src
             else:
                 missing.setdefault(rung, []).append(path)
-    for path in handout.repo_files(ROOT):
-        sync_file(overlay.get(path, os.path.join(ROOT, path)), os.path.join(tree, path))
-    return tree, missing
+    for path in files:
+        sync_file(overlay.get(path, os.path.join(source, path)), os.path.join(tree, path))
+    for path, src in overlay.items():  # a declared file the handout does not ship (a stubbed rung's own)
+        sync_file(src, os.path.join(tree, path))
+    return missing
 
 
-def build(args, tree, build_dir, rungs, folders, reference, track_rungs=(), declared=None, config=None):
-    """Configures and builds the rungs' programs; returns {rung: (built, log tail, compiled)}:
-    compiled, the stage's objects compiled (the integrity check reads them even when the programs
-    do not link); built, its programs linked as well. track_rungs: a track's rungs, built by
-    track.build (declared: {rung: its files}; config: rungs.json)."""
-    cmake = ["cmake", "-S", tree, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
-             "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
-    if reference:
-        cmake.append("-DLADDER_REFERENCE_DIR=" + reference)
+def reference_libraries(args, work_root, jail, rungs):
+    """Builds the reference solutions of the stage rungs from this tree, outside the sandbox
+    (instructor code only), in work_root/reference-build, and copies each into the grading's
+    reference/ folder as libreference_stage_NN.a: the student's build links them without seeing
+    their source. Returns {rung: why} for those that failed."""
+    build_dir = os.path.join(work_root, "reference-build")
+    cmake = ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
+             "-DLADDER_GRADE_RUNGS=" + ";".join(rungs), "-DLADDER_REFERENCE_DIR=" + ROOT]
     if args.cuda_architectures:
         cmake.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_architectures)
     p = subprocess.run(cmake, capture_output=True, text=True)
+    if p.returncode != 0:
+        return {r: "the reference build could not be configured: " + (p.stdout + p.stderr)[-500:] for r in rungs}
+    failed = {}
+    for r in rungs:
+        p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", f"reference_stage_{r}"],
+                           capture_output=True, text=True)
+        objects = sorted(glob.glob(os.path.join(build_dir, "grader", "CMakeFiles", f"reference_stage_{r}.dir", "**",
+                                                "*.o"), recursive=True))
+        if p.returncode != 0 or not objects:
+            failed[r] = "the reference solution did not build: " + (p.stdout + p.stderr)[-500:]
+            continue
+        lib = os.path.join(jail.dirs["reference"], f"libreference_stage_{r}.a")
+        if os.path.exists(lib):
+            os.remove(lib)
+        subprocess.run(["ar", "rcs", lib, *objects], check=True)
+        keep = os.path.join(jail.grading, "reference-objects", r)  # for the integrity check, out of the jail
+        os.makedirs(keep, exist_ok=True)
+        for o in objects:
+            sync_file(o, os.path.join(keep, os.path.basename(o)))
+    return failed
+
+
+def place_reference_objects(jail, r):
+    """Puts the reference objects where the integrity check reads them (after the build, so
+    nothing the build wrote replaces them)."""
+    keep = os.path.join(jail.grading, "reference-objects", r)
+    dest = os.path.join(jail.dirs["build"], "grader", "CMakeFiles", f"reference_stage_{r}.dir")
+    if os.path.isdir(keep):
+        shutil.rmtree(dest, ignore_errors=True)
+        os.makedirs(dest)
+        for o in os.listdir(keep):
+            shutil.copyfile(os.path.join(keep, o), os.path.join(dest, o))
+
+
+def build(args, jail, rungs, folders, reference, track_rungs=(), declared=None, config=None):
+    """Configures and builds the rungs' programs in the jail (the grading tree, read-only; the
+    build folder its only writable place); returns {rung: (built, log tail, compiled)}:
+    compiled, the stage's objects compiled (the integrity check reads them even when the programs
+    do not link); built, its programs linked as well. track_rungs: a track's rungs, built by
+    track.build (declared: {rung: its files}; config: rungs.json)."""
+    tree, build_dir = jail.inside("tree"), jail.inside("build")
+    cmake = ["cmake", "-S", tree, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
+             "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
+    if reference:
+        cmake.append("-DLADDER_REFERENCE_LIBDIR=" + jail.inside("reference"))
+    if args.cuda_architectures:
+        cmake.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_architectures)
+    p = jail.build(cmake)
     if p.returncode != 0:
         tail = (p.stdout + p.stderr).strip()[-3000:]
         return {r: (False, "the build could not be configured:\n" + tail, False) for r in [*rungs, *track_rungs]}
 
     def make(targets):
-        p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", *targets],
-                           capture_output=True, text=True)
+        p = jail.build(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", *targets])
         lines = [l for l in (p.stdout + p.stderr).splitlines()
                  if any(w in l.lower() for w in ("error", "warning", "undefined reference", "multiple definition"))]
         return p.returncode == 0, "\n".join(lines[:40]) if p.returncode else ""
@@ -134,16 +195,38 @@ def build(args, tree, build_dir, rungs, folders, reference, track_rungs=(), decl
     out = {}
     for r in rungs:
         log(f"building rung {r}")
-        # The instructor's objects first (the integrity check compares with them), then the
-        # stage's objects alone, then its programs.
-        make(["ladder_common", "ladder_runner", "ladder_main"] + ([f"reference_stage_{r}"] if reference else []))
+        # The given libraries first, then the stage's objects alone, then its programs.
+        make(["ladder_common", "ladder_runner", "ladder_main"])
         compiled, compile_log = make([f"stage_{r}"])
         built, build_log = make([f"stage_{folders[r]}", f"grade_timing_{r}"]) if compiled else (False, compile_log)
         out[r] = (built, build_log, compiled)
     if track_rungs:
         log(f"building rungs {', '.join(track_rungs)}")
-        out.update(track.build(ROOT, tree, build_dir, track_rungs, declared, config, make))
+        out.update(track.build(ROOT, jail.dirs["tree"], build_dir, track_rungs, declared, config, make))
     return out
+
+
+TODO_CALL = re.compile(r'ladder_todo\(\s*"((?:[^"\\]|\\.)*)"')
+
+
+def stub_todos(r, files, submission):
+    """The TODO lines of rung r, from the grader's reading of its stub markers: for each stub
+    that the handout puts in a declared file and that the submission's file still holds, the
+    stub's own message, as the instructor wrote it. Nothing of the submission's text is copied."""
+    lines = set()
+    label = f"{r} {handout.rung_name(ROOT, r)}" if handout.is_track_rung(r) else f"stage {r}"
+    for path in files:
+        try:
+            stubbed = markers.render(handout.parse_file(ROOT, path), [r])
+            with open(os.path.join(submission, path), encoding="utf-8", errors="replace") as f:
+                theirs = f.read()
+        except (OSError, markers.MarkerError):
+            continue
+        code = "\n".join(l for l in theirs.splitlines() if not markers.STUB.match(l))  # not the STUB comments
+        for message in TODO_CALL.findall(stubbed):
+            if f'ladder_todo("{message}"' in code:
+                lines.add(f"TODO({label}): {message}")
+    return sorted(lines)
 
 
 def grade_rung(args, r, folder, ctx):
@@ -158,14 +241,17 @@ def grade_rung(args, r, folder, ctx):
     if not compiled:
         msg = "does not compile:\n" + build_log
         return [P(p, score=0, output=msg) for p in pts]
-    program = runs.stage_program(ctx["build"], folder)
+    program = runs.stage_program(ctx["run_build"], folder)
+    rules = runs.grader_rules(cfg["rungs"].get(r, {}))
 
     # Static: integrity (the compiled objects) and technique (the SASS).
+    if ctx["reference"]:
+        place_reference_objects(ctx["jail"], r)
     integrity = runs.integrity(ctx["build"], r)
     if not built:
         msg = "does not link:\n" + build_log + ("\n" + "\n".join(integrity.lines()) if integrity.failed else "")
         return [P(p, score=0, output=msg) for p in pts]
-    ok, lines = runs.technique(ctx["tree"], ctx["build"], r)
+    ok, lines = runs.technique(ROOT, ctx["build"], r)
     bad = integrity.failed
     lines += integrity.lines()
     if bad:
@@ -180,16 +266,17 @@ def grade_rung(args, r, folder, ctx):
         return parts
 
     def sanitize(tool):  # the report keeps the last lines of a failure, the reason of a skip
-        status, out = runs.sanitizer(ctx["tree"], program, tool, args.timeout)
-        if status == "fail":
-            return status, "\n".join(out.splitlines()[-8:])
+        status, out = runs.sanitizer(program, r, tool, args.timeout, rules)
+        if status in ("fail", "wrong"):
+            return status, "\n".join(out.splitlines()[-12:])
         if status == "skipped":
             return status, out.splitlines()[-1] if out else ""
         return status, out
 
     correctness, clean = runs.correctness_parts(
         args, r, P, cfg, ctx["public"], ctx["hidden"], ctx["hidden_source"], ctx["secret"],
-        lambda case, seed: runs.run_case(program, r, case, seed, args.timeout), cfg["sanitizer_tools"], sanitize, bad)
+        lambda case, seed, public: runs.run_case(program, r, case, seed, args.timeout, rules, show_output=public),
+        cfg["sanitizer_tools"], sanitize, bad, ctx["todos"].get(r, ()))
     parts += correctness
 
     # Performance: only for a correct, clean, honest rung.
@@ -240,7 +327,10 @@ def run(args):
 
 
 def grade(args):
-    """Grades args.submission; returns (parts, meta, output folder)."""
+    """Grades args.submission; returns (parts, meta, output folder). Raises handout.HandoutError
+    (one line) for bad arguments or a missing tool, sandbox.SandboxError when official grading
+    cannot be sandboxed."""
+    handout.validate_grade_args(ROOT, args, tools=not getattr(args, "skip_tool_check", False))
     config = load_config()
     secret = ""
     if args.secret_file:
@@ -259,21 +349,57 @@ def grade(args):
         official = bool(secret) and (os.path.exists(hidden_file) or not stage_rungs) and all(
             os.path.exists(os.path.join(ROOT, t["hidden"])) for t in tracks.values())
     folders = handout.stage_folders(ROOT)
+    unknown = [r for r in stage_rungs if r not in folders]
+    if unknown:
+        raise handout.HandoutError(f"unknown rung(s) {', '.join(unknown)}: this tree has stages {', '.join(sorted(folders))}")
     _ship, _stubbed, declared = handout.plan(ROOT, rungs) if not is_handout(ROOT) else (None, None, _handout_declared())
+    if is_handout(ROOT) and any(r not in declared for r in rungs):
+        raise handout.HandoutError(f"rung(s) {', '.join(r for r in rungs if r not in declared)} are not assigned in this "
+                                   f"handout (it assigns {', '.join(sorted(declared))})")
     declared = {r: declared.get(r, []) for r in rungs}
     for r in track_rungs:
         track.settings(config, r)  # a track without a rungs.json entry: say so before building
-    work = os.path.abspath(args.work or os.path.join(ROOT, "build-grade"))
-    out_dir = os.path.abspath(args.out or work)
+    boxed, why = sandbox.works()
+    if official and not boxed:
+        raise sandbox.SandboxError(f"official grading runs only in the sandbox, and it cannot start: {why}")
+    if not boxed:
+        log(f"WARNING: practice grading without a sandbox ({why}): the submission runs with your rights")
+    # The sandbox's user must reach the grading folder: as root (whose home is private), the
+    # default is under the system's temp folder rather than this tree.
+    default_work = (os.path.join(tempfile.gettempdir(), "ladder-grade") if boxed and os.geteuid() == 0
+                    else os.path.join(ROOT, "build-grade"))
+    work = os.path.abspath(args.work or default_work)
+    if boxed and os.geteuid() == 0 and not sandbox.traversable(work):
+        moved = os.path.join(tempfile.gettempdir(), "ladder-grade-" + hashlib.sha256(work.encode()).hexdigest()[:12])
+        log(f"the sandbox's user cannot reach {work}: grading in {moved} instead")
+        work = moved
     os.makedirs(work, exist_ok=True)
+    os.chmod(work, 0o755)
+    # A fresh folder for every grading: nothing one submission leaves reaches the next. The
+    # self-test reuses one (its fixtures are the instructor's own) to rebuild only what changed.
+    grading_dir = (os.path.join(work, "grading-selftest") if getattr(args, "reuse_work", False)
+                   else tempfile.mkdtemp(prefix="grading-", dir=work))
+    out_dir = os.path.abspath(args.out or grading_dir)
     os.makedirs(out_dir, exist_ok=True)
+    jail = runs.JAIL = runs.Jail(grading_dir, boxed)
+    if boxed:
+        secret_path = os.path.abspath(args.secret_file) if args.secret_file else ""
+        sandbox.Sandbox(ro={jail.dirs[k]: jail.inside(k) for k in ("tree", "reference")},
+                        rw={jail.dirs["build"]: jail.inside("build")}).check_paths(
+            [ROOT if not is_handout(ROOT) else "", secret_path, os.path.join(ROOT, "grader", "hidden")])
     reference = ROOT if not is_handout(ROOT) else ""
-    log(f"grading rungs {', '.join(rungs)} of {args.submission} "
-        f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'})")
-    tree, missing = prepare_tree(args, work, declared)
-    build_dir = os.path.join(work, "build")
-    built = build(args, tree, build_dir, stage_rungs, folders, reference, track_rungs, declared, config)
-    ctx = {"config": config, "tree": tree, "build": build_dir, "built": built, "missing": missing,
+    log(f"grading rungs {', '.join(rungs)} of {args.submission} in {grading_dir} "
+        f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'}"
+        f"{', sandboxed' if boxed else ', NOT sandboxed'})")
+    missing = prepare_tree(args, grading_dir, rungs, declared)
+    tree, build_dir = jail.dirs["tree"], jail.dirs["build"]
+    ref_failed = reference_libraries(args, work, jail, stage_rungs) if reference and stage_rungs else {}
+    for r, why in ref_failed.items():
+        log(f"rung {r}: {why}")
+    built = build(args, jail, stage_rungs, folders, reference, track_rungs, declared, config)
+    todos = {r: stub_todos(r, declared[r], args.submission) for r in rungs}
+    ctx = {"config": config, "tree": tree, "build": build_dir, "run_build": jail.inside("build"), "jail": jail,
+           "todos": todos, "built": built, "missing": missing,
            "public": problems.load(os.path.join(ROOT, "grader", "public.problems")),
            "hidden": problems.load(hidden_file if official and stage_rungs else
                                    os.path.join(ROOT, "grader", "practice.problems")),
@@ -289,11 +415,12 @@ def grade(args):
         if first is None:
             ctx["gpu_why"] = "nothing compiled"
         else:
-            ctx["gpu"], ctx["gpu_why"] = runs.gpu_available(runs.stage_program(build_dir, folders[first]), first)
+            ctx["gpu"], ctx["gpu_why"] = runs.gpu_available(runs.stage_program(ctx["run_build"], folders[first]), first)
         for prog, t in tracks.items():
             first = next((r for r in track_rungs
                           if built[r][0] and track.settings(config, r)[0]["program"] == prog), None)
-            ctx["track_gpu"][prog] = (track.gpu_available(track.program(build_dir, t), track.settings(config, first)[1],
+            ctx["track_gpu"][prog] = (track.gpu_available(track.program(ctx["run_build"], t),
+                                                          track.settings(config, first)[1],
                                                           t["probe"]) if first else (False, "nothing compiled"))
     parts = []
     for r in rungs:

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -92,6 +93,9 @@ struct Contender {
 /// planning): 0.1 ms, plus twice what the reference solution takes beyond its own events (the
 /// machine's launch and synchronization cost), plus 2% of the student's event time. Work hidden
 /// from the events can gain at most that much.
+/// The wall time a stage's prepare() may take (host-side setup such as cudaFuncSetAttribute).
+constexpr double kPrepareMs = 1000.0;
+
 double uncovered_allowance_ms(double event_ms, double reference_uncovered_ms) {
   return 0.1 + 2.0 * reference_uncovered_ms + 0.02 * event_ms;
 }
@@ -148,10 +152,10 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
   Tolerance tol;
   if (!o.pool_mode) {
     const HostInputs in = make_inputs(p);  // p.distribution is Uniform: the refills' distribution
-    // The student against the reference: the wider of their two precisions' bounds.
-    const Precision wider = student.precision == Precision::Tf32 || (reference && reference->precision == Precision::Tf32)
-                                ? Precision::Tf32 : Precision::Fp32;
-    tol = stage_tolerance(p, linearity_pipeline(p, in), wider);
+    // The student against the reference, at the reference's precision: the instructor's rule,
+    // never the student's descriptor (without a reference the check is NaN and Inf only).
+    const Precision precision = reference ? reference->precision : Precision::Fp32;
+    tol = stage_tolerance(p, linearity_pipeline(p, in), precision);
     fresh = upload(in.x, "x " + format_bytes(4.0 * double(in.x.size())));
     weight = upload(in.weight, "weight"), conv_bias = upload(in.conv_bias, "conv_bias"), bias = upload(in.bias, "bias");
   } else {
@@ -161,13 +165,8 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
   CUDA_CHECK(cudaStreamCreate(&stream));
   std::unique_ptr<CUstream_st, cudaError_t (*)(cudaStream_t)> stream_owner(stream, cudaStreamDestroy);
   const int64_t n = int64_t(fresh.size());
-  auto refill = [&](uint64_t rep) { refill_fresh(fresh.get(), n, p.seed, rep, stream); };
-  if (o.pool_mode) {  // the first tensor is the refill kernel's (rep 0); its fp64 reference on the host
-    refill(0);
-    std::unique_ptr<float[]> host(new float[size_t(n)]);
-    CUDA_CHECK(cudaMemcpy(host.get(), fresh.get(), fresh.bytes(), cudaMemcpyDeviceToHost));
-    tol.pooled = pool_tolerance(p, pool_reference(p, host.get()));
-  }
+  uint64_t fresh_seed = 0;  // drawn from the OS after every prepare(): nothing can precompute the refills
+  auto refill = [&](uint64_t rep) { refill_fresh(fresh.get(), n, fresh_seed, rep, stream); };
 
   std::vector<std::unique_ptr<Contender>> cs;
   const DeviceInputs din{fresh.get(), weight.get(), conv_bias.get(), bias.get()};
@@ -186,7 +185,14 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
     c->workspace = DeviceBuffer<unsigned char>(ws, c->name + " workspace");
     // As GpuSession: a self-resetting workspace is zeroed once; prepare runs once, untimed.
     if (s->self_resetting_workspace && ws) CUDA_CHECK(cudaMemsetAsync(c->workspace.get(), 0, ws, stream));
+    // prepare() is host-side setup: it sees only the problem's shape and may take kPrepareMs.
+    const auto t0 = std::chrono::steady_clock::now();
     blame(c->name + " " + s->label(), [&] { if (s->prepare) s->prepare(p); });
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const double prep_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (c->name == "student" && prep_ms > kPrepareMs)
+      throw ContenderError("student " + s->label() + ": prepare() took " + std::to_string(prep_ms) + " ms, more than the " +
+                           std::to_string(kPrepareMs) + " ms allowed for host-side setup");
     Contender* cp = c.get();
     if (o.pool_mode)
       c->enqueue = [cp, &p, &fresh, stream](PhaseMarks& m) {
@@ -197,6 +203,15 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
         cp->stage->run_gpu({p, din, cp->pooled.get(), cp->y.get(), cp->workspace.get(), stream, m});
       };
     cs.push_back(std::move(c));
+  }
+  std::random_device entropy;
+  fresh_seed = (uint64_t(entropy()) << 32) ^ uint64_t(entropy());
+  out["fresh_seed_source"] = "std::random_device, drawn after prepare()";
+  if (o.pool_mode) {  // the first tensor is the refill kernel's (rep 0); its fp64 reference on the host
+    refill(0);
+    std::unique_ptr<float[]> host(new float[size_t(n)]);
+    CUDA_CHECK(cudaMemcpy(host.get(), fresh.get(), fresh.bytes(), cudaMemcpyDeviceToHost));
+    tol.pooled = pool_tolerance(p, pool_reference(p, host.get()));
   }
   auto floor = std::make_unique<Contender>();
   floor->name = "floor";

@@ -15,10 +15,13 @@ import datetime
 import fnmatch
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
+import urllib.parse
 
+import integrity
 import markers
 import track
 
@@ -38,9 +41,12 @@ SHIP = [
     "docs/problem.md", "docs/measuring.md", "docs/mistakes.md", "docs/reading-profiles.md", "docs/img/*",
     "docs/students.md", "notebooks/colab_student.ipynb",
 ]
-# Never in a handout, whatever SHIP says (a second line of defence, checked on the result).
-FORBIDDEN = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*", "docs/answers.md", "docs/teaching.md",
-             "cmake/Mutants.cmake", "cmake/MutantApply.cmake", "results/*", "profiles/*"]
+# The instructor's own files: never in a handout, and never linked from one, even with --repo-url.
+INSTRUCTOR_ONLY = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*", "docs/answers.md", "docs/teaching.md",
+                   "cmake/Mutants.cmake", "cmake/MutantApply.cmake"]
+# Never in a handout, whatever SHIP says (a second line of defence, checked on the result). The
+# measurements may be linked in the published repository (--repo-url).
+FORBIDDEN = INSTRUCTOR_ONLY + ["results/*", "profiles/*"]
 STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
 TRACK_DIR = re.compile(r"^([a-z][a-z0-9]*)_[A-Za-z0-9_]+$")          # tracks/p38_spatial_softmax: track p38
 TRACK_RUNG_FILE = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)\.(?:cu|cpp)$")  # its rungs/03_block_tree.cu: p38-03
@@ -58,14 +64,29 @@ MIN_LEAK_CHARS = 20
 
 
 class HandoutError(RuntimeError):
-    """A handout cannot be written or failed its check; the message says why."""
+    """A handout cannot be written or failed its check; the message says why. status: the exit
+    status of scripts/assignment.py."""
+    status = 2
+
+
+class UsageError(HandoutError):
+    """A bad command-line argument (exit status 2)."""
+
+
+class ToolError(HandoutError):
+    """A program the command needs is missing (exit status 3)."""
+    status = 3
 
 
 def repo_files(root):
     """The repository's files, relative to root: `git ls-files` where root is a git work tree,
     else every file outside build folders (a handout or a copy without .git)."""
     if os.path.isdir(os.path.join(root, ".git")):
-        out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"], check=True, capture_output=True).stdout
+        try:
+            out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                 check=True, capture_output=True).stdout
+        except FileNotFoundError:
+            raise ToolError(f"git not found: it lists the files of {root} (install git)") from None
         return sorted(f for f in out.decode().split("\0") if f and os.path.isfile(os.path.join(root, f)))
     files = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -249,8 +270,13 @@ def commit_of(root):
         return "unknown"
 
 
-def write_handout(root, rungs, out, stub_needed=False, force=False, public_seed=None):
-    """Writes the handout of `rungs` to `out` and checks it (check_handout). Returns the manifest."""
+def write_handout(root, rungs, out, stub_needed=False, force=False, public_seed=None, repo_url=""):
+    """Writes the handout of `rungs` to `out` and checks it (check_handout, unresolved_links).
+    repo_url: where the whole repository is published; links to files the handout leaves out
+    point there (relink), or without it become plain text. Returns the manifest."""
+    if repo_url and not re.match(r"^https?://[^\s/]+\S*$", repo_url):
+        raise UsageError("--repo-url must be an http(s) address, e.g. https://github.com/ORG/REPO/blob/main, "
+                         f"got '{repo_url}'")
     if os.path.exists(out) and not os.path.isdir(out):
         raise HandoutError(f"{out} is a file, not a folder")
     if os.path.exists(out) and os.listdir(out) and not force:
@@ -289,9 +315,13 @@ def write_handout(root, rungs, out, stub_needed=False, force=False, public_seed=
         json.dump(manifest, f, indent=2)
         f.write("\n")
     write_readme(root, out, manifest)
+    relink(root, out, render_stubbed, repo_url)
     leaks = check_handout(root, out)
     if leaks:
         raise HandoutError("the handout leaks solutions:\n  " + "\n  ".join(leaks))
+    broken = unresolved_links(out)
+    if broken:
+        raise HandoutError("the handout has links that do not resolve:\n  " + "\n  ".join(broken))
     return manifest
 
 
@@ -345,9 +375,11 @@ def forms(line):
 
 def solution_lines(root, owners, shipped=None):
     """{stripped line: where} for the lines of `owners`' solution regions long enough to count,
-    less the lines that ship by design: those a region of a rung handed out complete also holds
-    (a chapter quoting the rung before it) and those of the shared code outside every region
-    (common/, ladder/, stages/lib/: index arithmetic, bounds checks; for a track's rungs, that
+    less the lines that ship by design: those a region handed out complete also holds, where that
+    region's rung is earlier (a chapter quoting the rung before it) or named by the line's own
+    region (a snippet comparing two rungs; a later rung's region, which ships only in a track's
+    handout, exempts nothing: it may hold a copy of the idea), and those of the shared code
+    outside every region (common/, ladder/, stages/lib/: index arithmetic, bounds checks; for a track's rungs, that
     track's code outside rungs/ too, and that of the tracks it needs, not its chapters, and the code outside regions of its rungs numbered below
     the region's rung, which ships complete and predates it: a grid-stride loop of rung 02 is no
     leak of rung 05). A line of a rung folder, or of a later rung's file, outside every region
@@ -360,6 +392,7 @@ def solution_lines(root, owners, shipped=None):
         shipped = set(plan(root, sorted(owners))[0])
     also_stubbed = dependency_owners(root, owners, shipped)
     candidates, given, earlier = {}, set(), []  # earlier: (track, number, lines outside regions)
+    complete = {}  # form: the owner sets of the shipped, unstubbed regions that hold it
     shared = ["common/", "ladder/", "stages/lib/"]
     folders = track_folders(root)
     mine = sorted({o.split("-")[0] for o in owners if is_track_rung(o)})
@@ -380,7 +413,8 @@ def solution_lines(root, owners, shipped=None):
             if not region.owners & owners:
                 if path in shipped and not region.owners & also_stubbed:
                     for line in region.solution:
-                        given.update(forms(line))
+                        for form in forms(line):
+                            complete.setdefault(form, []).append(region.owners)
                 continue
             first = {}  # track: the region's lowest rung number in it
             for o in region.owners:
@@ -391,13 +425,24 @@ def solution_lines(root, owners, shipped=None):
                 for form in forms(line):
                     if len(re.sub(r"\s", "", form)) >= MIN_LEAK_CHARS:
                         candidates.setdefault(form, []).append(
-                            (f"{path}:{region.begin_line + len(region.stub) + 1 + k}", first))
+                            (f"{path}:{region.begin_line + len(region.stub) + 1 + k}", first, region.owners))
 
     def predates(form, first):  # the line ships, outside regions, in an earlier rung of the region's track
         return any(t in first and n < first[t] and form in lines for t, n, lines in earlier)
 
+    def quoted(form, named):  # a complete region holds the line: of a rung the line's region names
+        mine = named & owners   # (a chapter's snippet of two rungs), or of rungs before its stubbed ones
+        return any(o & named or all(precedes(a, b) for a in o for b in mine) for o in complete.get(form, ()))
+
     return {form: uses[0][0] for form, uses in candidates.items()
-            if form not in given and not all(predates(form, first) for _, first in uses)}
+            if form not in given and not all(predates(form, first) or quoted(form, named) for _, first, named in uses)}
+
+
+def precedes(a, b):
+    """Whether rung a comes before rung b: a lower number of the same ladder, or another ladder
+    (a stage's region in a track's handout ships as the build's, not as a later rung)."""
+    ladder = lambda r: r.split("-")[0] if is_track_rung(r) else ""  # noqa: E731
+    return ladder(a) != ladder(b) or a < b
 
 
 def check_handout(root, handout):
@@ -429,3 +474,285 @@ def check_handout(root, handout):
                     problems.append(f"{path}:{number}: solution line (from {secrets[form]}): {s[:80]}")
                     break
     return problems
+
+
+# Links in Markdown: [text](target "title") and ![alt](target), whose text may wrap but not span
+# a blank line; reference definitions [id]: target; HTML <a href> and <img src>.
+MD_LINK = re.compile(r'(!?)\[((?:[^\[\]\n]|\n(?![ \t]*\n)|\[[^\[\]\n]*\])*)\]'
+                     r'\(\s*([^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(\s+"[^"\n]*")?\s*\)')
+MD_DEF = re.compile(r'^ {0,3}\[([^\]\n]+)\]:[ \t]*(\S+)[^\n]*$', re.M)
+HTML_A = re.compile(r'<a\s[^>]*?\bhref\s*=\s*(["\'])(.*?)\1[^>]*>(.*?)</a>', re.S | re.I)
+HTML_IMG = re.compile(r'<img\s[^>]*?\bsrc\s*=\s*(["\'])(.*?)\1[^>]*>', re.I)
+FENCE = re.compile(r'^ {0,3}(`{3,}|~{3,})(.*)$')
+CODE_SPAN = re.compile(r'(`+)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)', re.S)
+URL = re.compile(r'^[A-Za-z][A-Za-z0-9+.-]*:|^//')  # a scheme (https:, mailto:) or a host
+
+
+def code_spans(text):
+    """(start, end) of the fenced code blocks and inline code spans of Markdown text: a link
+    written inside code is an example, not a link."""
+    spans, offset, fence, outside = [], 0, None, []
+    for line in text.splitlines(keepends=True):
+        m = FENCE.match(line.rstrip("\n"))
+        if fence is None and m:
+            fence, opened = m.group(1), offset
+        elif fence is not None and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+                and not m.group(2).strip():
+            spans.append((opened, offset + len(line)))
+            fence = None
+        elif fence is None:
+            outside.append((offset, line))
+        offset += len(line)
+    if fence is not None:
+        spans.append((opened, len(text)))
+    # Inline code within the runs of lines outside the fences.
+    runs, start, chunk = [], None, ""
+    for off, line in outside:
+        if start is not None and off == start + len(chunk):
+            chunk += line
+        else:
+            runs.append((start, chunk))
+            start, chunk = off, line
+    runs.append((start, chunk))
+    for start, chunk in runs:
+        spans += [(start + m.start(), start + m.end()) for m in CODE_SPAN.finditer(chunk)] if chunk else []
+    return spans
+
+
+def edit_links(text, decide, base=0):
+    """text with each relative link's target replaced by decide(target, offset in the text): the
+    target to use, or None to drop the link and keep its text (an image keeps its alt text).
+    Links in code, external links and #anchors are left as they are."""
+    code = code_spans(text)
+    found = sorted((m.start(), n, m) for n, rx in enumerate((MD_LINK, MD_DEF, HTML_A, HTML_IMG))
+                   for m in rx.finditer(text))
+    out, last, dropped = [], 0, set()
+    for start, kind, m in found:
+        if start < last or any(a <= start < b for a, b in code):
+            continue
+        group = {0: 3, 1: 2, 2: 2, 3: 2}[kind]  # the target's group
+        target = m.group(group)
+        relative = target and not target.startswith("#") and not URL.match(target)
+        new = decide(target, base + m.start(group)) if relative else target
+        if kind == 0:  # [text](target): the text may hold an image link
+            label = edit_links(m.group(2), decide, base + m.start(2))
+            repl = label if new is None else m.group(0) if (new, label) == (target, m.group(2)) else \
+                f"{m.group(1)}[{label}]({new}{m.group(4) or ''})"
+        elif kind == 2:  # <a href="target">text</a>
+            inner = edit_links(m.group(3), decide, base + m.start(3))
+            repl = inner if new is None else \
+                text[m.start():m.start(2)] + new + text[m.end(2):m.start(3)] + inner + text[m.end(3):m.end()]
+        elif new is None:  # a reference definition goes; an image leaves its alt text
+            if kind == 1:
+                dropped.add(m.group(1).lower())
+            alt = re.search(r'\balt\s*=\s*(["\'])(.*?)\1', m.group(0)) if kind == 3 else None
+            repl = alt.group(2) if alt else ""
+        else:
+            repl = text[m.start():m.start(group)] + new + text[m.end(group):m.end()]
+        out += [text[last:start], repl]
+        last = m.end()
+    out.append(text[last:])
+    result = "".join(out)
+    for ref in dropped:  # [text][id] of a dropped definition: the text
+        result = re.sub(r"\[([^\[\]]+)\]\[" + re.escape(ref) + r"\]", r"\1", result, flags=re.I)
+    return result
+
+
+def link_path(path, target):
+    """(repository path, anchor) that the relative link `target` of file `path` names; the path is
+    None where the link climbs out of the repository. A leading / is the repository's root, as
+    GitHub reads it."""
+    where, _, anchor = target.partition("#")
+    where = urllib.parse.unquote(where.split("?")[0])
+    joined = posixpath.normpath(posixpath.join("" if where.startswith("/") else posixpath.dirname(path),
+                                               where.lstrip("/")))
+    return (None if joined == ".." or joined.startswith("../") else joined), anchor
+
+
+def markdown_files(folder):
+    return [p for p in repo_files(folder) if p.endswith(".md")]
+
+
+def unresolved_links(handout):
+    """Every relative link of the handout's Markdown whose file or folder it does not hold, as
+    "path:line: link to TARGET ..." (empty: every link resolves)."""
+    problems = []
+    for path in markdown_files(handout):
+        with open(os.path.join(handout, path), encoding="utf-8") as f:
+            text = f.read()
+
+        def check(target, offset):
+            p, _ = link_path(path, target)
+            if p is None or not os.path.exists(os.path.join(handout, p)):
+                problems.append(f"{path}:{text.count(chr(10), 0, offset) + 1}: link to {target}: "
+                                + ("outside the repository" if p is None else "not in the handout"))
+            return target
+
+        edit_links(text, check)
+    return problems
+
+
+def relink(root, out, stubbed, repo_url=""):
+    """Rewrites the relative links of the handout's Markdown that name a file or folder it leaves
+    out: to repo_url + its path where the instructor's tree has it and it may be published, else
+    to plain text. Never published: instructor-only files, and files that hold a solution region
+    of a stubbed rung (a later stage's copy of it): a link would hand the solution out."""
+    files = repo_files(root)
+
+    def publishable(p):
+        inside = [f for f in files if f == p or f.startswith(p.rstrip("/") + "/")]
+        return inside and not any(fnmatch.fnmatch(f, g) for f in inside for g in INSTRUCTOR_ONLY) \
+            and not set().union(*owners_in(root, inside).values()) & set(stubbed)
+
+    for path in markdown_files(out):
+        with open(os.path.join(out, path), encoding="utf-8") as f:
+            text = f.read()
+
+        def decide(target, _offset):
+            p, anchor = link_path(path, target)
+            if p is not None and os.path.exists(os.path.join(out, p)):
+                return target
+            if repo_url and p is not None and publishable(p):
+                return f"{repo_url.rstrip('/')}/{urllib.parse.quote(p)}" + (f"#{anchor}" if anchor else "")
+            return None
+
+        new = edit_links(text, decide)
+        if new != text:
+            with open(os.path.join(out, path), "w", encoding="utf-8") as f:
+                f.write(new)
+
+
+# --cuda-architectures: CMake's keywords alone, or numbers with an optional a/f suffix (90a) and
+# -real/-virtual, separated by ; or , (cmake/CudaArchitectures.cmake checks the same at configure).
+ARCH = re.compile(r"^(\d+)[af]?(?:-real|-virtual)?$")
+ARCH_KEYWORDS = ("native", "all-major")
+MIN_CUDA_ARCH = 75  # cmake/CudaArchitectures.cmake's LADDER_MIN_CUDA_ARCH
+
+
+def parse_rungs(text):
+    """The sorted rungs of a comma-separated list (03,04 or p38-03,p38-04); UsageError if malformed."""
+    rungs = sorted({r.strip() for r in text.split(",") if r.strip()})
+    bad = [r for r in rungs if not RUNG_ID.match(r)]
+    if bad or not rungs:
+        raise UsageError("--rungs: rungs are two-digit numbers separated by commas (03,04), or a track's rungs as "
+                         f"TRACK-NN (p38-03,p38-04), got '{text}'")
+    return rungs
+
+
+def check_rungs(root, rungs):
+    """HandoutError (exit 2) unless `root` can grade every one of `rungs`: in a handout, the rungs
+    it hands out; in the instructor's tree, rungs with solution regions, of one ladder (plan's refusals)."""
+    manifest = os.path.join(root, MANIFEST)
+    if not os.path.isfile(manifest):
+        plan(root, rungs)
+        return
+    handed = read_manifest(manifest)["rungs"]
+    for r in rungs:
+        if r not in handed:
+            raise UsageError(f"rung {r} is not in this handout: it hands out {', '.join(handed)}")
+
+
+def read_manifest(path):
+    """A handout's manifest; UsageError where it is not one (a student may have edited it)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            m = json.load(f)
+        if not m["rungs"] or not all(isinstance(r, str) and RUNG_ID.match(r) for r in m["rungs"]):
+            raise ValueError(f"rungs {m['rungs']!r}")
+        return m
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path} is not a handout's manifest ({e}): pass --rungs") from None
+
+
+def cuda_architectures(text, nvcc=""):
+    """--cuda-architectures as CMake takes it (75;90a), or "" for the build's own choice.
+    UsageError for a malformed list, an architecture below sm_75, or one `nvcc` cannot build."""
+    items = [a.strip() for a in re.split(r"[;,]", text.strip())] if text.strip() else []
+    if any(a in ARCH_KEYWORDS for a in items) and len(items) > 1:
+        raise UsageError(f"--cuda-architectures: {' or '.join(ARCH_KEYWORDS)} stands alone, got '{text}'")
+    offers = None
+    if nvcc and any(a not in ARCH_KEYWORDS for a in items):
+        try:
+            listed = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60)
+            if listed.returncode == 0:
+                offers = sorted({int(c) for c in re.findall(r"sm_(\d+)", listed.stdout)})
+        except (OSError, subprocess.SubprocessError):
+            pass  # CMake's own check names it at configure
+    for a in items:
+        if a in ARCH_KEYWORDS:
+            continue
+        m = ARCH.match(a)
+        if not m:
+            raise UsageError(f"--cuda-architectures: '{a}' is not an architecture: give numbers separated by ; or , "
+                             f"(75;90, 90a), or {' or '.join(ARCH_KEYWORDS)}")
+        if int(m.group(1)) < MIN_CUDA_ARCH:
+            raise UsageError(f"--cuda-architectures: sm_{m.group(1)} is too old: the minimum is sm_{MIN_CUDA_ARCH} "
+                             "(Turing: T4, RTX 20xx)")
+        if offers and int(m.group(1)) not in offers:
+            raise UsageError(f"--cuda-architectures: this nvcc ({nvcc}) cannot build sm_{m.group(1)}; it offers "
+                             + ", ".join(map(str, offers)))
+    return ";".join(items)
+
+
+def find_nvcc():
+    """The nvcc CMake will use: $CUDACXX, PATH, /usr/local/cuda/bin (cmake/CudaArchitectures.cmake)."""
+    for c in (os.environ.get("CUDACXX", ""), shutil.which("nvcc") or "", "/usr/local/cuda/bin/nvcc"):
+        if c and os.access(c, os.X_OK):
+            return c
+    return ""
+
+
+def find_cuobjdump():
+    try:
+        return integrity.find_cuobjdump()
+    except OSError:  # no bash to run scripts/check_sass.sh's lookup
+        return ""
+
+
+def check_tools():
+    """ToolError naming the first program that grading needs and cannot find; returns nvcc's path."""
+    nvcc = find_nvcc()
+    for name, found, how in (
+            ("cmake", shutil.which("cmake"), "CMake 3.24 or newer (bash scripts/install_deps.sh)"),
+            ("ninja", shutil.which("ninja"), "Ninja (bash scripts/install_deps.sh, or pip install --user ninja)"),
+            ("nvcc", nvcc, "the CUDA toolkit 12 or 13, on PATH or in /usr/local/cuda/bin, or set CUDACXX"),
+            ("cuobjdump", find_cuobjdump(), "the CUDA toolkit's cuobjdump and nvdisasm, or set CUOBJDUMP")):
+        if not found:
+            raise ToolError(f"{name} not found: grading needs {how}")
+    return nvcc
+
+
+def validate_grade_args(root, args, tools=True):
+    """Checks `scripts/assignment.py grade`'s arguments before anything is copied or built, so that
+    a mistake ends in one line, not a traceback or a report of code that "does not compile".
+    Raises UsageError (exit 2) for a bad argument and ToolError (exit 3) for a missing program
+    (tools=False skips that). Normalizes, in args only: args.rungs to "03,04" (sorted) and
+    args.cuda_architectures to CMake's "75;90". Stores nothing: each grading decides afresh."""
+    submission = getattr(args, "submission", root)
+    if not os.path.isdir(submission):
+        raise UsageError(f"--submission {submission}: no such folder")
+    secret_file = getattr(args, "secret_file", "")
+    if secret_file and not (os.path.isfile(secret_file) and os.access(secret_file, os.R_OK)):
+        raise UsageError(f"--secret-file {secret_file}: not a readable file")
+    for name in ("work", "out"):
+        where = getattr(args, name, "")
+        if where and os.path.exists(where) and not os.path.isdir(where):
+            raise UsageError(f"--{name} {where}: a file, not a folder")
+    if getattr(args, "jobs", 1) < 1:
+        raise UsageError(f"--jobs must be 1 or more, got {args.jobs}")
+    if not getattr(args, "timeout", 1) > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    secret = secret_file or os.environ.get("LADDER_GRADER_SECRET")
+    official = secret and os.path.isdir(os.path.join(root, "grader", "hidden"))  # as grade.grade decides
+    if args.rungs:
+        rungs = parse_rungs(args.rungs)
+        args.rungs = ",".join(rungs)
+    elif official:
+        raise UsageError("an official run (a secret) needs --rungs: the rung list is not taken from the submission")
+    elif os.path.isfile(os.path.join(submission, MANIFEST)):
+        rungs = read_manifest(os.path.join(submission, MANIFEST))["rungs"]
+    else:
+        raise UsageError(f"no --rungs and no {os.path.join(submission, MANIFEST)}: say which rungs to grade")
+    check_rungs(root, rungs)
+    nvcc = check_tools() if tools else find_nvcc()
+    args.cuda_architectures = cuda_architectures(getattr(args, "cuda_architectures", "") or "", nvcc)

@@ -1,4 +1,4 @@
-"""The grader's integrity check: what a rung's compiled objects may contain and define.
+"""The grader's integrity check: what a rung's compiled objects may contain, define and import.
 
 It reads the stage's objects (BUILD/CMakeFiles/stage_NN.dir/**/*.o) with readelf, c++filt and
 cuobjdump, never the source text, so a macro, a renamed include or a string split in two changes
@@ -31,6 +31,28 @@ nothing. The rules, kept in one place (the constants under "the rules" below; do
     does); nothing is in .fini_array or .dtors, there is no .init or .fini code and no IFUNC
     (its resolver runs at load time). So no __attribute__((constructor)) function and no global
     with a dynamic initializer (g++'s _GLOBAL__sub_I_*) runs before main or after it.
+ 4. imports. Every host symbol the objects call or use without defining it (undefined) is on an
+    allow-list derived from what the instructor's rung objects import: the CUDA runtime (cuda*,
+    nvcc's __cuda* registration), the C++ runtime (operator new and delete, __cxa_*, _Unwind_*,
+    the personality routine, std::, __gnu_cxx:: and __cxxabiv1:: functions), a small set of C and
+    math functions (memcpy, strlen, the printf family, malloc, expf, ...; IMPORT_ALLOWED) and the
+    course library's helpers a rung may call (problem shapes, error text, device limits, blocks_for,
+    the tracks' geometry; LIBRARY_ALLOWED). Refused by name, with the reason (IMPORT_DENIED,
+    IMPORT_STD_DENIED, LIBRARY_DENIED): the dynamic loader (dl_iterate_phdr, getauxval, ...) and
+    driver entry points (cudaGetDriverEntryPoint, cuGetProcAddress, the driver API, cudaLibrary*),
+    process escapes, files and descriptors (fopen, open, readlink, std::ifstream,
+    std::filesystem), the environment (getenv, setenv), memory mapping (mmap, mprotect), signals,
+    code at exit or an early exit (atexit outside nvcc's registration, exit), host threads
+    (pthread_create, std::thread, OpenMP), and the library's oracles, input generator,
+    tolerances, checkers, timing (GpuSession, time_*) and other rungs' registrations. Anything
+    else fails as outside the allow-list. A name rule 1 already refuses is not repeated.
+
+What the rules cannot see (docs/assignments.md, "Integrity"): code that reaches a function
+without importing it (an address computed from another one, inline assembly: a syscall
+instruction), what the program does with memory at run time, and a solution copied into the
+rung's own source. The libraries a program really maps are checked at run time by
+loaded_libraries.py (an LD_AUDIT library); a library mapped by hand with mmap, without the
+loader, is stopped only by rule 4 refusing mmap, mprotect and open.
 
 A rung of a second track (TRACK-NN, tracks/TRACK_name/rungs/NN_name.cu; check_track) is held to
 the same rules on its one object in the track's library: its registration is
@@ -91,7 +113,84 @@ STARTUP_SECTIONS = re.compile(r"^\.(init_array|ctors|preinit_array|fini_array|dt
 STARTUP_TYPES = {"INIT_ARRAY", "PREINIT_ARRAY", "FINI_ARRAY"}
 STARTUP_CODE = {".init", ".fini"}
 
-RULE_NAMES = {1: "forbidden names", 2: "allow-list", 3: "static constructors"}
+# Rule 4: what a rung's objects may import (their undefined host symbols). Derived from what the
+# instructor's rung objects import (stages 01-13, rungs p38-01..07 and p74-01..09), generalized to
+# the libraries behind them. A name is judged by the first list that matches: IMPORT_DENIED (with
+# its reason), then the allow-lists; anything else is refused as outside the allow-list.
+IMPORT_DENIED = [
+    (r"dl\w*|_dl_\w+|__libc_(?!single_threaded$)\w+|getauxval|_r_debug|cuda(GetDriverEntryPoint\w*)|cuGetProcAddress\w*",
+     "the dynamic loader or a driver entry point (code the build did not link)"),
+    (r"cudaLibrary\w+|cu[A-Z]\w*", "the CUDA driver API or a runtime library loader (device code that is not the rung's source)"),
+    (r"system|popen|fork|vfork|clone3?|exec\w*|fexecve|posix_spawnp?|syscall|ptrace|prctl|kill|tgkill|pidfd_\w+",
+     "a process escape"),
+    (r"(__)?(open|openat|creat|fopen|freopen|fdopen|opendir|readlink|readlinkat|realpath|access|faccessat|stat|fstat|lstat|"
+     r"statx|__xstat|__fxstat|__lxstat|unlink|rename|mkdir|read|pread|write|pwrite|close|dup[23]?|fcntl|ioctl|"
+     r"socket|connect|sendfile|splice|inotify_\w+)(64)?(_2)?",
+     "file or descriptor access (the hidden problems, the reference's answers, the grader's channels)"),
+    (r"getenv|secure_getenv|setenv|unsetenv|putenv|clearenv|environ|__environ",
+     "the environment (the grader's settings)"),
+    (r"mmap(64)?|munmap|mremap|mprotect|pkey_\w+|memfd_create|shm_open|shmat|process_vm_\w+|madvise",
+     "memory mapping or protection (code loaded or patched by hand)"),
+    (r"signal|sigaction|__sysv_signal|bsd_signal|sigaltstack|sigprocmask|raise|alarm|setitimer|timer_create",
+     "a signal handler or signal"),
+    (r"atexit|on_exit|at_quick_exit|exit|_exit|_Exit|quick_exit",
+     "code at exit, or an early exit (the runner's checks would not run)"),
+    (r"pthread_create|GOMP_\w+|omp_\w+|thrd_create", "a host thread, which runs beside the rung's timed work"),
+]
+# C and runtime names a rung may import (regex, full match): the CUDA runtime and nvcc's
+# registration, the C++ runtime (exceptions, unwinding, guards of function-local statics, the
+# libstdc++ helpers that headers call), and the C and math library functions code commonly uses.
+IMPORT_ALLOWED = [
+    r"cuda[A-Z]\w*|__cuda\w+",
+    r"__cxa_\w+|_Unwind_\w+|__gxx_personality_v0|__dso_handle|_GLOBAL_OFFSET_TABLE_|__tls_get_addr|__libc_single_threaded|"
+    r"__once_proxy|__pthread_key_create|pthread_(once|mutex_\w+|cond_\w+|key_create|getspecific|setspecific|self|equal)",
+    r"(__)?(memcpy|memmove|memset|memcmp|memchr|strlen|strnlen|strcmp|strncmp|strchr|strrchr|strstr|strcpy|strncpy|"
+    r"strcat|strncat|printf|fprintf|sprintf|snprintf|vprintf|vfprintf|vsprintf|vsnprintf|puts|fputs|putchar|fputc|putc|"
+    r"fwrite|fflush)(_chk)?",
+    r"stdout|stderr|__stack_chk_fail|__stack_chk_guard|abort|__assert_fail|__errno_location|malloc|calloc|realloc|free|"
+    r"posix_memalign|aligned_alloc|qsort|abs|labs|llabs|(__isoc23_)?strto(l|ul|ll|ull|f|d|ld)|clock_gettime|"
+    r"gettimeofday|clock|time",
+    r"(__)?(a?(sin|cos|tan)h?|atan2|sincos|exp|exp2|exp10|expm1|log|log2|log10|log1p|pow|sqrt|cbrt|hypot|fabs|floor|ceil|"
+    r"round|lround|llround|trunc|rint|lrint|llrint|nearbyint|fmod|remainder|remquo|fma|fmax|fmin|fdim|frexp|ldexp|"
+    r"scalbn|modf|copysign|nextafter|erf|erfc|tgamma|lgamma|ilogb|logb)[fl]?(_finite)?",
+]
+# C++ scopes whose functions (libstdc++ and the C++ ABI) a rung may import, but for IMPORT_STD_DENIED.
+IMPORT_STD_SCOPES = ("std", "__gnu_cxx", "__cxxabiv1")
+IMPORT_STD_DENIED = [
+    (r"std::(__cxx11::)?basic_(i|o)?fstream|std::basic_filebuf|std::(__fs::)?filesystem::",
+     "file access (the hidden problems, the reference's answers)"),
+    (r"std::thread\b|std::jthread\b", "a host thread, which runs beside the rung's timed work"),
+    (r"std::set_terminate|std::set_unexpected", "code at exit, or an early exit (the runner's checks would not run)"),
+]
+# The course library (ladder::, qualified names with their classes, regex, full match): first what
+# a rung must not call, with the reason; then what it may call. The references call
+# throw_cuda_error, blocks_for, shared_memory_per_block_limit, valid_input_range, the problems'
+# own methods, p38's make_geometry, clamp_lo, clamp_hi and pool_divisor, p74's make_geometry,
+# grid_for and kernelbench_family_mismatch; the rest of the list is their siblings in the same
+# headers (problem shapes, error text, device limits), which compute nothing the rung must.
+LIBRARY_DENIED = [
+    (r"ladder::(\w+::)?(make_inputs|make_grad_out|standard_normal|generate_pool_tensor|exact_\w+|check_exact_inputs)",
+     "the input generator"),
+    (r"ladder::(\w+::)?(\w*reference\w*|conv_transpose2d_literal|global_average_pool|bias_logsumexp_scale|"
+     r"literal_pipeline|linearity_pipeline|avg_pool3d|conv_transpose3d|softmax_scale|forward|backward|saved_from|"
+     r"argmax_position|row_case|rows_to_check)", "a CPU oracle"),
+    (r"ladder::(\w+::)?(\w*tolerance|fp32_chain_length|z_chain_length|z_error_bound|compare|check_\w+|"
+     r"(Agreement|GradCheck|ForwardCheck)(::\w+)?|bitwise_equal|samples_to_check)", "a tolerance, comparison or checker"),
+    (r"ladder::(\w+::)?(GpuSession|L2Flush)(::\w+)?|ladder::(\w+::)?(time_\w+|median|spread_of|\w*cub\w*|\w*thrust\w*)",
+     "the runner's timing or a CUB wrapper"),
+    (r"ladder::(\w+::)?stage_\d+_descriptor|ladder::(\w+::)?(rung_\d+|rungs|find_rung)", "another rung's registration (its kernels)"),
+]
+LIBRARY_ALLOWED = [
+    r"ladder::(throw_cuda_error|cuda_error_hint|cuda_error_text|is_sticky_cuda_error|sticky_cuda_error|"
+    r"cuda_device_available|shared_memory_per_block_limit|device_allocate|format_bytes|blocks_for|valid_input_range|"
+    r"to_string|cost_of|Problem(::\w+)?)",
+    r"ladder::p38::(Problem38(::\w+)?|Triple::str|to_string|checked_mul|conv_transpose_out_size|validate_conv_transpose3d|"
+    r"pool_out_size|make_geometry|pool_divisor|clamp_lo|clamp_hi|clamp_value|taps_per_position)",
+    r"ladder::p74::(Problem74(::\w+)?|max_pool_out_size|make_geometry|grid_for|kernelbench_family_mismatch|slope)",
+]
+OUTSIDE_IMPORTS = "outside the rung's import allow-list"
+
+RULE_NAMES = {1: "forbidden names", 2: "allow-list", 3: "static constructors", 4: "imports"}
 EXTERNAL = {"GLOBAL", "WEAK", "UNIQUE", "GNU_UNIQUE"}
 WEAK = {"WEAK", "UNIQUE", "GNU_UNIQUE"}
 MAX_LINES = 12  # findings listed in a report; the rest are counted
@@ -414,6 +513,53 @@ def allowed(sym, stage_id, reference_weak):
     return sym.name in REGISTRATION_FOOTPRINT or normalize_anonymous(sym.name) in reference_weak
 
 
+def first_match(rules, text):
+    """The reason of the first (pattern, reason) of rules that matches all of text, or None."""
+    return next((why for pattern, why in rules if re.fullmatch(pattern, text)), None)
+
+
+def import_verdict(name, demangled):
+    """Why rule 4 refuses importing the symbol `name` (demangled: c++filt's text), or None if it
+    may. C names are judged by name; C++ names by their scope (entity_path): operator new and
+    delete, the standard library and the C++ ABI but for IMPORT_STD_DENIED, and the course
+    library's LIBRARY_ALLOWED."""
+    name = name.split("@")[0]
+    if not name.startswith("_Z"):
+        why = first_match(IMPORT_DENIED, name)
+        if why or any(re.fullmatch(p, name) for p in IMPORT_ALLOWED):
+            return why
+        return OUTSIDE_IMPORTS
+    if re.match(r"operator (new|delete)(\[\])?\(", demangled):
+        return None
+    path = entity_path(name)
+    qualified = "::".join(path)
+    if path and path[0] in IMPORT_STD_SCOPES:
+        return next((why for pattern, why in IMPORT_STD_DENIED if re.search(pattern, demangled)), None)
+    if path and path[0] == "ladder":
+        why = first_match(LIBRARY_DENIED, qualified)
+        if why or any(re.fullmatch(p, qualified) for p in LIBRARY_ALLOWED):
+            return why
+        if demangled.startswith("typeinfo"):  # catching the library's exceptions
+            return None
+        return f"a course-library function {OUTSIDE_IMPORTS}"
+    return OUTSIDE_IMPORTS
+
+
+def called_only_from(target, function, sections, symbols, relocs):
+    """True if every relocation of code or data that names the symbol `target` lies inside the
+    function `function` (both names as in the symbol table)."""
+    nums = {s.num for s in symbols if s.name == target}
+    fn = next((s for s in symbols if s.name == function and s.type == "FUNC" and s.ndx.isdigit()), None)
+    home = next((x.name for x in sections if fn and str(x.index) == fn.ndx), None)
+    for sec_name, entries in relocs.items():
+        if sec_name.startswith((".debug", ".eh_frame")):  # descriptions of code, not calls
+            continue
+        for r in entries:
+            if r.sym in nums and not (sec_name == home and fn.value <= r.offset < fn.value + fn.size):
+                return False
+    return True
+
+
 # What `#include <iostream>` alone puts in a translation unit's initializer with libstdc++ before
 # GCC 13 (Colab's g++ 11 among them): construct the static std::ios_base::Init object and register
 # its destructor. An initializer that does this and nothing else is accepted by rule 3.
@@ -521,7 +667,7 @@ def weak_definitions(objs):
 
 
 def check_object(obj, stage_id, reference_weak, cuobjdump, report, needs=()):
-    """Applies the three rules to one object; appends to report. needs: forbidden's."""
+    """Applies the four rules to one object; appends to report. needs: forbidden's."""
     label = os.path.basename(obj)
     symbols = parse_symbols(readelf(obj, "-s"))
     sections = parse_sections(readelf(obj, "-S"))
@@ -574,6 +720,21 @@ def check_object(obj, stage_id, reference_weak, cuobjdump, report, needs=()):
         add(2, f"defines {what}, outside the rung's allow-list: with external linkage a rung defines only "
                f"{descriptor_text(stage_id)}, what is in its anonymous namespace, and "
                f"standard-library instantiations")
+    refused = {}  # rule 4, one finding per reason
+    for s in named:
+        if s.defined or s.name in flagged:
+            continue
+        why = import_verdict(s.name, names[s.name])
+        if why and s.name == "atexit" and called_only_from(s.name, NVCC_REGISTRATION, sections, symbols, relocs):
+            why = None  # nvcc's registration unregisters the fat binary at exit
+        if why:
+            shown = refused.setdefault(why, [])
+            if display(names[s.name]) not in shown:
+                shown.append(display(names[s.name]))
+    for why, shown in refused.items():
+        what = shown[0] if len(shown) == 1 else (f"{len(shown)} symbols: " + "; ".join(shown[:3]) +
+                                                 (f"; and {len(shown) - 3} more" if len(shown) > 3 else ""))
+        add(4, f"calls {what}: {why}" + ("" if OUTSIDE_IMPORTS in why else f", {OUTSIDE_IMPORTS}"))
     registrations = 0
     for sec in sections:  # rule 3
         if sec.name in STARTUP_CODE and sec.size:

@@ -5,12 +5,18 @@ the stages (grade.py) and the tracks (track.py) share."""
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
 
 import integrity as integrity_check
 import problems
+import sandbox
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the grader's own tree: its tools
+MAX_REPORT_BYTES = 64 << 20
+EXCERPT_LINES, EXCERPT_CHARS = 3, 200
 
 # A compute-sanitizer summary with at least one error or hazard.
 SANITIZER_ERROR = re.compile(r"ERROR SUMMARY: [1-9]\d* error|\(([1-9]\d*) errors?,|[1-9]\d* hazards? displayed \([1-9]")
@@ -21,8 +27,89 @@ def log(msg):
     print(f"[grade] {msg}", file=sys.stderr, flush=True)
 
 
+class Jail:
+    """Where one grading's student code is built and run: a grading folder with tree/ (the
+    handout and the submission's declared files), build/, reference/ (prebuilt reference
+    objects) and io/ (one fresh folder per run, for its report). Sandboxed (sandbox.py), these
+    appear as /grade/<name>; the build is writable only while building, io/ only to its run.
+    Unsandboxed (practice grading without bwrap), the programs run here, as the grader."""
+
+    def __init__(self, grading, sandboxed):
+        self.grading, self.sandboxed = grading, sandboxed
+        self.dirs = {k: os.path.join(grading, k) for k in ("tree", "build", "reference", "io")}
+        for d in self.dirs.values():
+            os.makedirs(d, exist_ok=True)
+
+    def inside(self, key, *rest):
+        return os.path.join(f"/grade/{key}" if self.sandboxed else self.dirs[key], *rest)
+
+    def _box(self, writable, gpu=True):
+        ro = {self.dirs[k]: self.inside(k) for k in ("tree", "reference", "build") if k not in writable}
+        rw = {self.dirs[k] if k in self.dirs else k: self.inside(k) if k in self.dirs else "/grade/io"
+              for k in writable}
+        box = sandbox.Sandbox(ro=ro, rw=rw, gpu=gpu)
+        box.writable_prepare()
+        return box
+
+    def build(self, argv):
+        """Runs a build command (cmake) with build/ writable; a CompletedProcess."""
+        if not self.sandboxed:
+            return subprocess.run(argv, capture_output=True, text=True, env=student_env())
+        for d in (self.dirs["tree"], self.dirs["reference"]):
+            readable(d)
+        return self._box(("build",), gpu=False).run(argv, cwd=self.inside("build"))
+
+    def run(self, argv_of, timeout):
+        """Runs argv_of(io) (io: the run's own fresh folder, as the program sees it); returns
+        (CompletedProcess, the folder as the grader sees it). Raises subprocess.TimeoutExpired."""
+        io = tempfile.mkdtemp(dir=self.dirs["io"])
+        os.chmod(io, 0o755)
+        if not self.sandboxed:
+            return sandbox.run_group(argv_of(io), timeout, env=student_env()), io
+        box = self._box((io,))
+        return box.run(argv_of("/grade/io"), cwd="/grade/io", timeout=timeout), io
+
+
+JAIL = None  # the grading's Jail, set by grade.grade
+
+
+def readable(folder):
+    """Makes a folder the grader wrote readable by the sandbox's unprivileged user."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        os.chmod(dirpath, 0o755)
+        for n in filenames:
+            path = os.path.join(dirpath, n)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o444)
+
+
+def read_report(path):
+    """The JSON a student's program wrote, or None: never through a link, never over
+    MAX_REPORT_BYTES, never a parse error raised (the program controls the file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REPORT_BYTES:
+            return None
+        try:
+            data = json.loads(f.read().decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return None
+    return data if isinstance(data, dict) else None
+
+
+def excerpt(text):
+    """A bounded, labelled excerpt of a program's error output: the only program output that
+    reaches the feedback (public cases only)."""
+    lines = [l[:EXCERPT_CHARS] for l in text.strip().splitlines()[-EXCERPT_LINES:]]
+    return ("; your program's error output ends: " + " | ".join(lines)) if lines else ""
+
+
 def student_env():
-    """The environment of a student's program: the grader's, without the secret."""
+    """The environment of a student's program outside a sandbox: the grader's, without the secret."""
     return {k: v for k, v in os.environ.items() if k != "LADDER_GRADER_SECRET"}
 
 
@@ -30,36 +117,51 @@ def stage_program(build, folder):
     return os.path.join(build, f"stage_{folder}")
 
 
-def run_case(program, stage_id, case, seed, timeout):
-    """Runs one correctness case (two runs on one workspace, the second checked). Returns
-    (status, detail, todo_lines); status: pass, fail, error, timeout, skipped (no GPU)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "report.json")
-        cmd = [program, *case.args, "--seed", str(seed), "--stages", stage_id, "--reps", "1",
-               "--warmup", "1", "--no-cub", "--no-flush-l2", "-q", "--json", report]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=student_env())
-        except subprocess.TimeoutExpired:
-            return "timeout", f"took longer than {timeout:.0f} s", []
-        todos = sorted(set(TODO_LINE.findall(p.stdout)))
-        if not os.path.exists(report):
-            tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-            return "error", f"the program stopped without a report (exit {p.returncode}): " + " | ".join(tail), todos
-        with open(report, encoding="utf-8") as f:
-            data = json.load(f)
-    stage = next((s for s in data["stages"] if s["id"] == stage_id), None)
-    if stage is None:
-        return "error", f"stage {stage_id} is not in the program's report", todos
-    if not stage["ran"]:
-        if stage.get("note", "").startswith("skipped: no CUDA device"):
-            return "skipped", stage["note"], todos
-        return "error", stage.get("note") or "did not run", todos
-    agreement = stage["vs_oracle"]
-    if agreement["pass"]:
-        return "pass", "", todos
-    detail = (f"{agreement['nan_count']} output(s) NaN (never written?)" if agreement["nan_count"]
-              else f"disagrees with the fp64 oracle: worst error {agreement['worst_ratio_to_tolerance']:.3g}x the tolerance")
-    return "fail", detail, todos
+def grader_rules(rung_cfg):
+    """The options of the grader's rules for a stage rung (rungs.json): the precision it is
+    checked at, a second run on refilled buffers, and for TF32 rungs inputs between TF32 values."""
+    precision = rung_cfg.get("precision", "fp32")
+    extra = ["--check-precision", precision, "--refill-check"]
+    return extra
+
+
+def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
+    """Runs one correctness case (two runs on one workspace, then a third on the same buffers
+    refilled with other values; all checked, rules: grader_rules). Returns (status, detail, []);
+    status: pass, fail, error, timeout, skipped (no GPU). show_output: a failing run's detail
+    may end with an excerpt of its error output (public cases only)."""
+    jail = JAIL or Jail(tempfile.mkdtemp(), False)
+
+    def argv(io):
+        return [program, *case.args, "--seed", str(seed), "--stages", stage_id, "--reps", "1", "--warmup", "1",
+                "--no-cub", "--no-flush-l2", "-q", *rules, "--json", os.path.join(io, "report.json")]
+    try:
+        p, io = jail.run(argv, timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", f"took longer than {timeout:.0f} s", []
+    data = read_report(os.path.join(io, "report.json"))
+    tail = excerpt(p.stderr) if show_output else ""
+    if data is None:
+        return "error", f"the program stopped without a report (exit {p.returncode})" + tail, []
+    try:
+        stage = next((s for s in data["stages"] if s["id"] == stage_id), None)
+        if stage is None:
+            return "error", f"stage {stage_id} is not in the program's report", []
+        if not stage["ran"]:
+            note = str(stage.get("note", ""))
+            if note.startswith("skipped: no CUDA device"):
+                return "skipped", note[:300], []
+            return "error", ("did not run: " + note[:EXCERPT_CHARS]) if show_output else "did not run (an error)", []
+        agreement = stage["vs_oracle"]
+        if agreement["pass"] is True:
+            return "pass", "", []
+        refill = "run on refilled inputs" in str(stage.get("note", ""))
+        detail = (f"{int(agreement['nan_count'])} output(s) NaN (never written?)" if agreement["nan_count"]
+                  else f"disagrees with the fp64 oracle: worst error {float(agreement['worst_ratio_to_tolerance']):.3g}x "
+                       "the tolerance")
+        return "fail", detail + (" (on the second inputs in the same buffers)" if refill else ""), []
+    except (KeyError, TypeError, ValueError):
+        return "error", "the program's report is malformed", []
 
 
 def gpu_available(program, stage_id, timeout=120):
@@ -71,25 +173,65 @@ def gpu_available(program, stage_id, timeout=120):
     return True, ""
 
 
-def sanitizer(root, program, tool, timeout):
-    """(status, output) of scripts/check_program.py --expect accept under compute-sanitizer `tool`
-    on tests/mutants/sanitizer.problems; status pass, fail or skipped."""
-    cmd = ["python3", os.path.join(root, "scripts", "check_program.py"), "--program", program,
-           "--problems", os.path.join(root, "tests", "mutants", "sanitizer.problems"), "--expect", "accept",
-           "--tool", tool, "--timeout", str(timeout), "--label", tool]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=student_env())
-    out = (p.stdout + p.stderr).strip()
-    status = {0: "pass", 77: "skipped"}.get(p.returncode, "fail")
-    # check_program.py also fails a run whose results are wrong; that is the correctness parts'
-    # business. Here only what the sanitizer itself reported counts.
-    if status == "fail" and not SANITIZER_ERROR.search(out):
-        status = "pass"
-    summary = [l for l in out.splitlines() if l.startswith("=========")]
-    return status, "\n".join(summary[-12:])
+def find_sanitizer():
+    """compute-sanitizer's path, or None (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)."""
+    import shutil
+    for c in (shutil.which("compute-sanitizer"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin",
+                                                               "compute-sanitizer"),
+              "/usr/local/cuda/bin/compute-sanitizer"):
+        if c and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def sanitizer(program, stage_id, tool, timeout, rules=()):
+    """(status, output) of compute-sanitizer `tool` on every problem of the grader's own
+    tests/mutants/sanitizer.problems, each run and reported; status pass, fail (a sanitizer
+    error: caps correctness), wrong (a run without a sanitizer error but with a wrong or missing
+    result: no sanitizer points, never a pass) or skipped."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import check_program  # the problem list's format and the sanitizer's exit code
+    exe = find_sanitizer()
+    if exe is None:
+        return "skipped", "compute-sanitizer not found (PATH, $CUDA_HOME, /usr/local/cuda)"
+    distributions, problem_args = check_program.read_problems(os.path.join(ROOT, "tests", "mutants",
+                                                                           "sanitizer.problems"))
+    jail = JAIL or Jail(tempfile.mkdtemp(), False)
+    lines, worst = [], "pass"
+    for i, args in enumerate([a + ["--distribution", d] for a in problem_args for d in distributions]):
+        def argv(io):
+            cmd = [exe, "--tool", tool, "--error-exitcode", str(check_program.SANITIZER_EXIT), "--print-limit", "20"]
+            return cmd + [program, *args, "--seed", str(i + 1), "--stages", stage_id, "--reps", "1", "--warmup", "1",
+                          "--no-cub", "--no-flush-l2", "-q", *rules, "--json", os.path.join(io, "report.json")]
+        try:
+            p, io = jail.run(argv, timeout)
+        except subprocess.TimeoutExpired:
+            lines.append(f"problem {i + 1}: took longer than {timeout:.0f} s under {tool}")
+            worst = "fail"
+            continue
+        out = (p.stdout + p.stderr)
+        if check_program.SANITIZER_UNUSABLE.search(out) and p.returncode != 0:
+            return "skipped", out.strip().splitlines()[-1][:200]
+        if p.returncode == check_program.SANITIZER_EXIT or SANITIZER_ERROR.search(out):
+            found = [l[:200] for l in out.splitlines() if l.startswith("=========")]
+            lines.append(f"problem {i + 1} ({' '.join(args)}): sanitizer error\n" + "\n".join(found[:6]))
+            worst = "fail"
+            continue
+        data = read_report(os.path.join(io, "report.json"))
+        stage = next((s for s in (data or {}).get("stages", []) if isinstance(s, dict) and s.get("id") == stage_id),
+                     None)
+        if not stage or not stage.get("ran") or not (stage.get("vs_oracle") or {}).get("pass") is True:
+            lines.append(f"problem {i + 1} ({' '.join(args)}): no sanitizer error, but the result is wrong or missing "
+                         "(a correctness failure, not a sanitizer pass)")
+            worst = worst if worst == "fail" else "wrong"
+        else:
+            lines.append(f"problem {i + 1}: clean")
+    return worst, "\n".join(lines)
 
 
 def technique(root, build, stage_id):
-    """(passed, lines) of scripts/check_sass.sh for one stage: its idea in its machine code."""
+    """(passed, lines) of scripts/check_sass.sh for one stage: its idea in its machine code. The
+    script is the grader's own (root: the instructor's tree), never the grading tree's copy."""
     env = dict(os.environ, LADDER_SASS_STAGES=stage_id)
     p = subprocess.run(["bash", os.path.join(root, "scripts", "check_sass.sh"), build], capture_output=True,
                        text=True, env=env)
@@ -104,27 +246,27 @@ def integrity(build, stage_id):
 
 
 def timing(build, stage_id, mode, problem_args, reps, warmup, timeout):
-    """Runs grade_timing_NN; returns (status, data): status ok, mismatch, error, skipped."""
-    program = os.path.join(build, f"grade_timing_{stage_id}")
-    if not os.path.exists(program):
-        return "error", {"error": f"{program} was not built"}
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "timing.json")
-        cmd = [program, *problem_args, "--mode", mode, "--reps", str(reps), "--warmup", str(warmup), "-q", "--json", out]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=student_env())
-        except subprocess.TimeoutExpired:
-            return "error", {"error": f"timing took longer than {timeout:.0f} s"}
-        if p.returncode == 77:
-            return "skipped", {"error": (p.stderr or p.stdout).strip()}
-        data = {}
-        if os.path.exists(out):
-            with open(out, encoding="utf-8") as f:
-                data = json.load(f)
-        if p.returncode == 0:
-            return "ok", data
-        data.setdefault("error", (p.stderr or p.stdout).strip()[-500:])
-        return ("mismatch" if data.get("mismatches") else "error"), data
+    """Runs grade_timing_NN (built in BUILD, the grader's view of the build folder) in the
+    jail; returns (status, data): status ok, mismatch, error, skipped."""
+    if not os.path.exists(os.path.join(build, f"grade_timing_{stage_id}")):
+        return "error", {"error": f"grade_timing_{stage_id} was not built"}
+    jail = JAIL or Jail(tempfile.mkdtemp(), False)
+    program = jail.inside("build", f"grade_timing_{stage_id}") if JAIL else os.path.join(build, f"grade_timing_{stage_id}")
+
+    def argv(io):
+        return [program, *problem_args, "--mode", mode, "--reps", str(reps), "--warmup", str(warmup), "-q",
+                "--json", os.path.join(io, "timing.json")]
+    try:
+        p, io = jail.run(argv, timeout)
+    except subprocess.TimeoutExpired:
+        return "error", {"error": f"timing took longer than {timeout:.0f} s"}
+    if p.returncode == 77:
+        return "skipped", {"error": p.stderr.strip()[-300:]}
+    data = read_report(os.path.join(io, "timing.json")) or {}
+    if p.returncode == 0 and data.get("student"):
+        return "ok", data
+    data.setdefault("error", excerpt(p.stderr) or f"exit {p.returncode}")
+    return ("mismatch" if data.get("mismatches") else "error"), data
 
 
 def run_cases(cases, public_seed, secret, reveal, run_one, fail_fast, todos):
@@ -162,19 +304,24 @@ def score_perf(ratio, conf):
 NOT_TIMED = "not timed: performance counts once every public and hidden test passes, sanitizers clean"
 
 
-def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, run_one, tools, sanitize, bad):
+def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, run_one, tools, sanitize, bad,
+                      todo_lines=()):
     """The public, hidden and sanitizer parts of rung r (P builds a reports.Part) and whether the
     rung may be timed (every case passed, sanitizers clean, integrity held). run_one(case, seed)
     -> (status, detail, todo_lines) runs one correctness case; sanitize(tool) -> (status, output)
-    runs one compute-sanitizer tool (status pass, fail or skipped; output as the report shows
-    it); bad: the integrity check failed (no correctness points)."""
-    pts, todos = cfg["points"], set()
+    runs one compute-sanitizer tool (status pass, fail, wrong or skipped; output as the report
+    shows it); bad: the integrity check failed (no correctness points); todo_lines: the stubs the
+    grader found still in the submission's files (stub_todos), the only TODO lines reported.
+    run_one(case, seed, public) may show an excerpt of the program's error output for public
+    cases only: a hidden case's options reach the program, so nothing of its output is shown."""
+    pts, todos = cfg["points"], set(todo_lines)
 
-    def cases(listed, secret, reveal):
-        return run_cases(listed, cfg["public_seed"], secret, reveal, run_one, args.fail_fast, todos)
+    def cases(listed, secret, reveal, public):
+        return run_cases(listed, cfg["public_seed"], secret, reveal, lambda c, s: run_one(c, s, public),
+                         args.fail_fast, set())
 
     log(f"rung {r}: public tests")
-    pub_cat, pub_lines = cases(public, "", True)
+    pub_cat, pub_lines = cases(public, "", True, True)
     pub_pass = sum(sum(v) for v in pub_cat.values())
     pub_total = sum(len(v) for v in pub_cat.values())
     log(f"rung {r}: hidden tests ({hidden_source})")
@@ -182,7 +329,7 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
         hid_cat = {c.category: [False] for c in hidden}
         hid_lines = ["not run (--fail-fast: a public test failed)"]
     else:
-        hid_cat, hid_lines = cases(hidden, secret, args.reveal)
+        hid_cat, hid_lines = cases(hidden, secret, args.reveal, False)
     cats_passed = sorted(c for c, v in hid_cat.items() if all(v))
     cats_failed = sorted(c for c, v in hid_cat.items() if not all(v))
     public_frac = pub_pass / pub_total if pub_total else 0.0
@@ -190,7 +337,7 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
 
     # Sanitizers: any error caps correctness.
     log(f"rung {r}: compute-sanitizer")
-    san_lines, san_fail, san_skip = [], [], []
+    san_lines, san_fail, san_skip, san_wrong = [], [], [], []
     for tool in tools:
         if args.fail_fast and (pub_lines or hid_lines or san_fail):
             san_skip.append(tool)
@@ -200,6 +347,9 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
         if status == "fail":
             san_fail.append(tool)
             san_lines.append(f"{tool}: FAIL\n{out}")
+        elif status == "wrong":
+            san_wrong.append(tool)
+            san_lines.append(f"{tool}: no sanitizer error, but wrong results\n{out}")
         elif status == "skipped":
             san_skip.append(tool)
             san_lines.append(f"{tool}: skipped: {out}")
@@ -219,9 +369,10 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
     if args.reveal and hid_lines:
         hidden_out += "\n" + "\n".join(hid_lines)
     parts.append(P("hidden", score=round(pts["hidden"] * min(hidden_frac, cap), 2), output=hidden_out, hidden=True))
-    parts.append(P("sanitizer", score=pts["sanitizer"] if not san_fail and len(san_skip) < len(tools) else 0,
+    parts.append(P("sanitizer", score=pts["sanitizer"] if not san_fail and not san_wrong and len(san_skip) < len(tools)
+                   else 0,
                    output="\n".join(san_lines), skipped=len(san_skip) == len(tools)))
-    return parts, not (public_frac < 1 or hidden_frac < 1 or san_fail or bad)
+    return parts, not (public_frac < 1 or hidden_frac < 1 or san_fail or san_wrong or bad)
 
 
 def performance_gate(args, P, clean, perform, untimed=""):

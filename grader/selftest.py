@@ -9,7 +9,12 @@ which must lose the points its `loses:` line names:
   integrity    the compiled objects break a rule of grader/integrity.py (the CPU oracle or a
                library called, a symbol defined outside the rung's allow-list, a static
                constructor), which zeroes correctness; decided without a GPU;
-  performance  the timing fails or scores less than full (work the CUDA events do not time).
+  performance  the timing fails or scores less than full (work the CUDA events do not time);
+  nothing      a valid submission written another way (a mean formed by scaling each element
+               by 1/P as it is added): it must keep every correctness and technique point.
+Every grading runs as an official one, with a secret made for the run, and its results.json is
+scanned: the secret, a hidden problem's options or a line of a reference solution found there
+fails the self-test (a leak through the feedback).
 A fixture file: `#` comments, `rung: NN`, `file: path`, `loses: ...`, `why: ...`, optionally
 `rule: N` (an integrity fixture: the rule of grader/integrity.py that must catch it), then one or
 more edits of the reference file (`--- original`, the exact text, `--- replacement`, its
@@ -24,8 +29,9 @@ import shutil
 import grade
 import handout
 import integrity
+import reports
 
-LOSSES = ("correctness", "technique", "integrity", "performance")
+LOSSES = ("correctness", "technique", "integrity", "performance", "nothing")
 
 
 class FixtureError(ValueError):
@@ -64,8 +70,8 @@ def parse_fixture(path):
             raise FixtureError(f"{path}: no '{key}:' line")
     if head["loses"] not in LOSSES:
         raise FixtureError(f"{path}: loses: must be one of {', '.join(LOSSES)}")
-    if "rule" in head and (head["loses"] != "integrity" or head["rule"] not in ("1", "2", "3")):
-        raise FixtureError(f"{path}: rule: names the integrity rule (1, 2 or 3) of a fixture that loses integrity")
+    if "rule" in head and (head["loses"] != "integrity" or head["rule"] not in ("1", "2", "3", "4")):
+        raise FixtureError(f"{path}: rule: names the integrity rule (1 to 4) of a fixture that loses integrity")
     if not edits:
         raise FixtureError(f"{path}: no edit")
     head["edits"] = edits
@@ -124,9 +130,47 @@ def verdict(parts, loses, rule=None):
         ok = perf < perf_max and pub + hid == pub_max + hid_max and why.startswith("timing ")
         return ok, (f"performance {perf:g} / {perf_max:g}, correctness {pub + hid:g} / {pub_max + hid_max:g}" +
                     (f" ({why[:160]})" if why else ""))
+    if loses == "nothing":
+        ok = tech == tech_max and not flagged and (pub_skip or pub + hid == pub_max + hid_max)
+        return ok, f"technique {tech:g} / {tech_max:g}; correctness " + (
+            "not run (no GPU)" if pub_skip else f"{pub + hid:g} / {pub_max + hid_max:g}")
     if pub_skip:
         return None, "correctness not run (no GPU)"
     return pub + hid < pub_max + hid_max, f"correctness {pub + hid:g} / {pub_max + hid_max:g}"
+
+
+def leaks(out_dir, secret, rungs):
+    """What of the grader's secrets the results.json in out_dir holds: the secret, a hidden
+    problem's options, a line of a rung's reference solution."""
+    import problems
+    root = grade.ROOT
+    path = os.path.join(out_dir, "results.json")
+    if not os.path.exists(path):
+        return ["no results.json"]
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    found = ["the secret"] if secret and secret in text else []
+    public = {c.describe() for listed in glob.glob(os.path.join(root, "grader", "*.problems"))
+              for c in problems.load(listed)}
+    for listed in glob.glob(os.path.join(root, "grader", "hidden", "*.problems")):
+        for case in problems.load(listed):
+            if case.args and case.describe() not in public and len(case.describe()) >= 24 and case.describe() in text:
+                found.append(f"hidden problem '{case.describe()}'")
+    for line, where in handout.solution_lines(root, set(rungs)).items():
+        if line in text:
+            found.append(f"reference line of {where}")
+    return found[:5]
+
+
+def graded(args, rungs, record, what):
+    """grade.grade, its reports written, and the leak scan of its results.json (a leak is a
+    self-test failure of its own)."""
+    parts, meta, out = grade.grade(args)
+    reports.write_all(parts, meta, out)
+    found = leaks(out, open(SECRET_FILE, encoding="utf-8").read().strip(), rungs)
+    if found:
+        record(f"{what}: the feedback leaks", False, "; ".join(found))
+    return parts, meta, out
 
 
 def add_parser(sub, root):
@@ -144,9 +188,14 @@ def add_parser(sub, root):
 
 
 def grade_args(a, submission, rungs, work, **kw):
-    ns = argparse.Namespace(submission=submission, rungs=",".join(rungs), work=work, out=os.path.join(work, "out"),
-                            secret_file="", reveal=True, cuda_architectures=a.cuda_architectures, jobs=a.jobs,
-                            timeout=a.timeout, skip_gpu=a.skip_gpu, skip_performance=False, fail_fast=False)
+    """An official grading (the self-test's own secret) in one reused work folder, hidden cases
+    not revealed: what a student would see before the due date."""
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    ns = argparse.Namespace(submission=submission, rungs=",".join(rungs), work=work, out=out,
+                            secret_file=SECRET_FILE, reveal=False, cuda_architectures=a.cuda_architectures, jobs=a.jobs,
+                            timeout=a.timeout, skip_gpu=a.skip_gpu, skip_performance=False, fail_fast=False,
+                            reuse_work=True)
     for k, v in kw.items():
         setattr(ns, k, v)
     return ns
@@ -161,7 +210,17 @@ def ladders(rungs):
     return [groups[k] for k in sorted(groups)]
 
 
+SECRET_FILE = ""
+
+
 def run(a, root):
+    global SECRET_FILE
+    import secrets
+    os.makedirs(a.work, exist_ok=True)
+    SECRET_FILE = os.path.join(a.work, "selftest-secret")
+    with open(SECRET_FILE, "w", encoding="utf-8") as f:
+        f.write(secrets.token_hex(16) + "\n")
+    os.chmod(SECRET_FILE, 0o600)
     fixture_files = sorted(glob.glob(os.path.join(root, "grader", "fixtures", "*", "*.fixture")))
     fixtures = [parse_fixture(f) for f in fixture_files]
     rungs = sorted({r.strip() for r in a.rungs.split(",") if r.strip()}) or sorted({f["rung"] for f in fixtures})
@@ -189,7 +248,7 @@ def run_ladder(a, root, rungs, fixtures, only, work, record):
     """The references, the stubs and the fixtures of rungs of one ladder."""
     _ship, _stubbed, declared = handout.plan(root, rungs)
     if "reference" in only:
-        parts, meta, _ = grade.grade(grade_args(a, root, rungs, work))
+        parts, meta, _ = graded(grade_args(a, root, rungs, work), rungs, record, "reference")
         for r in rungs:
             mine = [p for p in parts if p.rung.startswith(r + " ")]
             lost = [f"{p.part} {p.score:g}/{p.max_score:g}" for p in mine if not p.skipped and p.score < p.max_score]
@@ -203,7 +262,7 @@ def run_ladder(a, root, rungs, fixtures, only, work, record):
         stub_dir = os.path.join(a.work, "handout" + ("-" + rungs[0].split("-")[0] if "-" in rungs[0] else ""))
         try:
             handout.write_handout(root, rungs, stub_dir, force=True)
-            parts, _meta, _ = grade.grade(grade_args(a, stub_dir, rungs, work, skip_performance=True))
+            parts, _meta, _ = graded(grade_args(a, stub_dir, rungs, work, skip_performance=True), rungs, record, "stub")
         except handout.HandoutError as e:  # a leak or a missing region: no stub to grade
             parts = []
             for r in rungs:
@@ -228,7 +287,8 @@ def run_ladder(a, root, rungs, fixtures, only, work, record):
             sub = os.path.join(a.work, "fixtures", fx["name"].replace("/", "_"))
             apply_fixture(root, fx, declared[fx["rung"]], sub)
             timed = fx["loses"] == "performance"  # only these need the (slow) timing
-            parts, _meta, _ = grade.grade(grade_args(a, sub, [fx["rung"]], work, skip_performance=not timed,
-                                                     fail_fast=not timed))
+            parts, _meta, _ = graded(grade_args(a, sub, [fx["rung"]], work, skip_performance=not timed,
+                                                fail_fast=not timed and fx["loses"] != "nothing"),
+                                     [fx["rung"]], record, f"fixture {fx['name']}")
             ok, why = verdict(parts, fx["loses"], fx.get("rule"))
             record(f"fixture {fx['name']} (must lose {fx['loses']})", ok, why)

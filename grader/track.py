@@ -124,18 +124,18 @@ def program(build_dir, t):
     return os.path.join(build_dir, t["program"])
 
 
-def run_program(prog, args, timeout):
+def run_program(prog, args, timeout, trusted=False):
     """Runs the track's program with `args` plus -q --json; returns (process, report or None).
-    Raises subprocess.TimeoutExpired."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "report.json")
-        p = subprocess.run([prog, *args, "-q", "--json", path], capture_output=True, text=True, timeout=timeout,
-                           env=runs.student_env())
-        data = None
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-    return p, data
+    The student's program runs in the grading's jail (runs.Jail); `trusted`, the reference
+    build's (the instructor's code) runs as the grader. Raises subprocess.TimeoutExpired."""
+    if trusted or runs.JAIL is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "report.json")
+            p = subprocess.run([prog, *args, "-q", "--json", path], capture_output=True, text=True, timeout=timeout,
+                               env=runs.student_env())
+            return p, runs.read_report(path)
+    p, io = runs.JAIL.run(lambda io: [prog, *args, "-q", "--json", os.path.join(io, "report.json")], timeout)
+    return p, runs.read_report(os.path.join(io, "report.json"))
 
 
 def rung_entry(data, number, direction=None):
@@ -168,7 +168,7 @@ def agreement_verdict(agreement):
                    (f" ({', '.join(bad)})" if bad else ""))
 
 
-def run_case(prog, number, case, seed, timeout, rep=None):
+def run_case(prog, number, case, seed, timeout, rep=None, show_output=False):
     """One correctness case; returns (status, detail, todo_lines), status pass, fail, error,
     timeout or skipped (no GPU), as runs.run_case does for a stage. rep: report_settings
     (default p38_ladder's)."""
@@ -178,20 +178,20 @@ def run_case(prog, number, case, seed, timeout, rep=None):
         p, data = run_program(prog, args, timeout)
     except subprocess.TimeoutExpired:
         return "timeout", f"took longer than {timeout:.0f} s", []
-    todos = set(runs.TODO_LINE.findall(p.stdout))
-    entry = rung_entry(data, number, rep["direction"])
-    if entry is None:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-        return "error", f"the program stopped without a report of rung {number} (exit {p.returncode}): " + " | ".join(tail), \
-            sorted(todos)
-    note = entry.get("note", "")
-    todos.update(TODO_IN_NOTE.findall(note))
-    if not entry.get("ran"):
-        if note.startswith(NO_DEVICE):
-            return "skipped", note, sorted(todos)
-        return "error", note or "did not run", sorted(todos)
-    passed, detail = agreement_verdict(entry.get(rep["check"]))
-    return ("pass" if passed else "fail"), detail, sorted(todos)
+    try:
+        entry = rung_entry(data, number, rep["direction"])
+        if entry is None:
+            return "error", f"the program stopped without a report of rung {number} (exit {p.returncode})" + \
+                (runs.excerpt(p.stderr) if show_output else ""), []
+        note = str(entry.get("note", ""))
+        if not entry.get("ran"):
+            if note.startswith(NO_DEVICE):
+                return "skipped", note[:300], []
+            return "error", ("did not run: " + note[:runs.EXCERPT_CHARS]) if show_output else "did not run (an error)", []
+        passed, detail = agreement_verdict(entry.get(rep["check"]))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return "error", "the program's report is malformed", []
+    return ("pass" if passed else "fail"), detail, []
 
 
 def gpu_available(prog, number, probe):
@@ -210,24 +210,21 @@ def sanitizer(exe, prog, number, tool, problem_args, timeout):
     for args in problem_args:
         cmd = [exe, "--tool", tool, "--error-exitcode", str(check_program.SANITIZER_EXIT), "--print-limit", "20"]
         cmd += ["--leak-check", "full"] if tool == "memcheck" else []
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd += [prog, *args, "--rungs", number, "--reps", "1", "--warmup", "0", "--no-flush-l2", "-q",
-                    "--json", os.path.join(tmp, "report.json")]
-            # A session of its own, so that a timeout stops the program as well as the sanitizer.
-            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 env=runs.student_env(), start_new_session=True)
-            try:
-                stdout, stderr = p.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.communicate()
-                return "fail", f"{' '.join(args)}: took longer than {timeout:.0f} s under {tool}"
-        out = (stdout + stderr).strip()
+        argv = lambda io: [*cmd, prog, *args, "--rungs", number, "--reps", "1", "--warmup", "0",  # noqa: E731
+                           "--no-flush-l2", "-q", "--json", os.path.join(io, "report.json")]
+        try:  # in the jail; a timeout stops the program as well as the sanitizer
+            p, io = (runs.JAIL or runs.Jail(tempfile.mkdtemp(), False)).run(argv, timeout)
+        except subprocess.TimeoutExpired:
+            return "fail", f"{' '.join(args)}: took longer than {timeout:.0f} s under {tool}"
+        out = (p.stdout + p.stderr).strip()
         if check_program.SANITIZER_UNUSABLE.search(out) and p.returncode != 0:
             return "skipped", out.splitlines()[-1]
         lines = [l for l in out.splitlines() if l.startswith("=========")]
         if p.returncode == check_program.SANITIZER_EXIT or runs.SANITIZER_ERROR.search(out):
-            return "fail", f"problem: {' '.join(args)}\n" + "\n".join(lines[-8:])
+            return "fail", f"problem: {' '.join(args)}\n" + "\n".join(l[:200] for l in lines[-8:])
+        entry = rung_entry(runs.read_report(os.path.join(io, "report.json")), number)
+        if not entry or not entry.get("ran"):
+            return "wrong", f"problem: {' '.join(args)}: no sanitizer error, but no result (a correctness failure)"
         summary += lines[-1:]
     return "pass", "\n".join(summary)
 
@@ -324,7 +321,7 @@ def timing(args, ctx, prog, t, number, perf_cfg, timing_cfg):
     for _ in range(int(perf_cfg.get("rounds", 3)) if len(progs) > 1 else 1):
         for name, prog in progs:
             try:
-                p, data = run_program(prog, run_args, args.timeout)
+                p, data = run_program(prog, run_args, args.timeout, trusted=name == "reference")
             except subprocess.TimeoutExpired:
                 return "error", {"error": f"the {name}'s timing took longer than {args.timeout:.0f} s"}
             entry = rung_entry(data, number, rep["direction"])
@@ -414,7 +411,7 @@ def grade_rung(args, r, ctx):
     if bad:
         lines.append("integrity failed: no correctness points (public and hidden), no timing")
     parts = [P("technique", score=pts["technique"] if ok and not bad else 0, output="\n".join(lines))]
-    prog = program(ctx["build"], t)
+    prog = program(ctx["run_build"], t)
     gpu, why = ctx["track_gpu"][t["program"]]
     if not gpu:
         for p in ("public", "hidden", "sanitizer", "performance"):
@@ -424,9 +421,10 @@ def grade_rung(args, r, ctx):
     exe = check_program.find_sanitizer(None)
     correctness, clean = runs.correctness_parts(
         args, r, P, cfg, ctx["track_public"][t["program"]], ctx["track_hidden"][t["program"]], ctx["hidden_source"],
-        ctx["secret"], lambda case, seed: run_case(prog, number, case, seed, args.timeout, rep),
+        ctx["secret"], lambda case, seed, public: run_case(prog, number, case, seed, args.timeout, rep, public),
         t.get("sanitizer_tools", cfg["sanitizer_tools"]),
-        lambda tool: sanitizer(exe, prog, number, tool, t["sanitizer_problems"], args.timeout), bad)
+        lambda tool: sanitizer(exe, prog, number, tool, t["sanitizer_problems"], args.timeout), bad,
+        ctx["todos"].get(r, ()))
     parts += correctness
     parts.append(runs.performance_gate(args, P, clean, lambda: performance(args, ctx, prog, r, P, pts)))
     return parts

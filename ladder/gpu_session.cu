@@ -113,6 +113,15 @@ GpuSession::GpuSession(const Problem& p, const HostInputs& in)
   init_timing();
 }
 
+void GpuSession::refill(const HostInputs& in) {
+  const std::pair<const std::vector<float>*, DeviceBuffer<float>*> pairs[] = {
+      {&in.x, &x_}, {&in.weight, &weight_}, {&in.conv_bias, &conv_bias_}, {&in.bias, &bias_}};
+  for (const auto& [host, dev] : pairs) {
+    if (host->size() != dev->size()) throw std::invalid_argument("GpuSession::refill: inputs of another problem");
+    if (!host->empty()) CUDA_CHECK(cudaMemcpy(dev->get(), host->data(), dev->bytes(), cudaMemcpyHostToDevice));
+  }
+}
+
 GpuSession::GpuSession(const Problem& p)
     : problem_(p), pooled_(size_t(p.pooled_elems()), "pooled"), y_(size_t(p.batch), "y") {
   init_timing();

@@ -60,6 +60,10 @@ class GpuSession {
   GpuSession(const GpuSession&) = delete;
   GpuSession& operator=(const GpuSession&) = delete;
 
+  /// Copies new inputs of the session's problem into the same device buffers (same addresses).
+  /// Throws std::invalid_argument on a size mismatch, CudaError.
+  void refill(const HostInputs& in);
+
   /// Median ms of a plain streaming read of x (16-byte loads, grid-stride loop): the floor.
   double time_streaming_read(int warmup, int reps, bool flush_l2);
   /// The same read over data[0..n), device memory, 16-byte aligned (ladder --pool-only: the

@@ -52,6 +52,16 @@ int main(int argc, char** argv) {
   app.add_flag("--no-flush-l2", no_flush, "do not flush L2 between repetitions (warm-cache numbers)");
   bool no_cub = false;
   app.add_flag("--no-cub", no_cub, "skip the CUB segmented-sum baseline for the pool phase");
+  std::string check_precision;
+  app.add_option("--check-precision", check_precision,
+                 "the grader's rule: check every GPU stage at this precision's tolerance, whatever the stage declares")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
+  app.add_flag("--refill-check", opt.refill_check,
+               "after each GPU stage, refill the same input buffers with another seed's values, run it again and "
+               "check that run too (a result cached by input address fails)");
+  app.add_flag("--tf32-midpoints", opt.tf32_midpoints,
+               "x and weight 3/4 of the way between TF32 values: a TF32 stage is checked at the FP32 tolerance "
+               "against the oracle of its operands rounded to nearest (truncation fails)");
   app.add_flag("--force-cpu", opt.force_cpu, "run stage 00 even when its literal cost is large");
   app.add_option("--cpu-max-macs", opt.cpu_max_macs, "stage 00 runs only below this many multiply-adds")
       ->capture_default_str();
@@ -68,7 +78,7 @@ int main(int argc, char** argv) {
       "against its fp64 plane means and timed against a streaming read of the same tensor; no convolution. "
       "Stages with a pool phase: " + stage_list(true));
   app.add_flag("-q,--quiet", quiet, "no progress output on stderr");
-  for (const char* other : {"--dump", "--inputs", "--force-cpu"}) pool_flag->excludes(app.get_option(other));
+  for (const char* other : {"--dump", "--inputs", "--force-cpu", "--check-precision", "--refill-check", "--tf32-midpoints"}) pool_flag->excludes(app.get_option(other));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -77,6 +87,8 @@ int main(int argc, char** argv) {
 
   const ladder::Problem p = ladder::problem_from_options(app, problem_opt);
   opt.flush_l2 = !no_flush;
+  if (!check_precision.empty())
+    opt.check_precision = check_precision == "tf32" ? ladder::Precision::Tf32 : ladder::Precision::Fp32;
   opt.progress = !quiet;
   opt.cub_baseline = !no_cub;
 

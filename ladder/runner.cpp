@@ -19,6 +19,7 @@
 #include "npy.hpp"
 #include "oracle.hpp"
 #include "run_support.hpp"
+#include "tf32.hpp"
 
 namespace ladder {
 
@@ -71,6 +72,54 @@ bool literal_cpu_stage_runs(const Problem& p, const LadderOptions& opt,
 
 Spread single_run(double ms) { return {ms, ms, ms}; }
 
+/// x and weight moved 3/4 of the way from their TF32 truncation to the next TF32 value away
+/// from zero: rounding to nearest then goes up a TF32 step and truncation does not, in every
+/// operand, so a stage that truncates is off by a coherent 2^-10 relative error.
+void place_between_tf32(HostInputs& in) {
+  for (std::vector<float>* v : {&in.x, &in.weight})
+    for (float& e : *v) {
+      if (!std::isfinite(e)) continue;
+      uint32_t bits;
+      std::memcpy(&bits, &e, sizeof bits);
+      bits = (bits & 0xFFFFE000u) | 0x1800u;
+      std::memcpy(&e, &bits, sizeof bits);
+    }
+}
+
+/// The inputs with x and weight rounded to TF32 (nearest, ties away): a TF32 stage's operands.
+HostInputs tf32_operands(HostInputs in) {
+  for (std::vector<float>* v : {&in.x, &in.weight})
+    for (float& e : *v) e = round_to_tf32(e);
+  return in;
+}
+
+/// A TF32 stage on --tf32-midpoints inputs is held to the FP32 tolerance against its rounded
+/// operands' oracle (its products are then exact, only the sums round); any other GPU stage to
+/// stage_tolerance of `precision` against the oracle.
+Agreement judge(const Problem& p, const std::vector<double>& pooled, const std::vector<double>& y,
+                const Reference& oracle, const std::optional<Reference>& rounded, Precision precision) {
+  if (precision == Precision::Tf32 && rounded)
+    return compare(pooled, y, rounded->pooled, rounded->y, stage_tolerance(p, *rounded, Precision::Fp32));
+  return compare(pooled, y, oracle.pooled, oracle.y, stage_tolerance(p, oracle, precision));
+}
+
+/// --refill-check's second inputs: another seed's values, with their oracles.
+struct Refill {
+  HostInputs in;
+  Reference oracle;
+  std::optional<Reference> oracle_rounded;
+};
+
+Refill refilled_inputs(Problem p, const LadderOptions& opt) {
+  p.seed = p.seed * 6364136223846793005ULL + 1442695040888963407ULL;  // any other seed: an LCG step
+  HostInputs in = make_inputs(p);
+  if (opt.tf32_midpoints) place_between_tf32(in);
+  Reference oracle = linearity_pipeline(p, in);
+  std::optional<Reference> rounded;
+  if (opt.tf32_midpoints) rounded = linearity_pipeline(p, tf32_operands(in));
+  return {std::move(in), std::move(oracle), std::move(rounded)};
+}
+
 }  // namespace
 
 bool LadderReport::all_passed() const {
@@ -98,13 +147,17 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
 
   note(opt, "problem: " + p.describe());
   auto t0 = std::chrono::steady_clock::now();
-  const HostInputs in = opt.inputs_dir.empty() ? make_inputs(p) : load_inputs(p, opt.inputs_dir);
+  HostInputs in = opt.inputs_dir.empty() ? make_inputs(p) : load_inputs(p, opt.inputs_dir);
+  if (opt.tf32_midpoints) place_between_tf32(in);
   // Loaded inputs checked at the exact tolerance must be exact inputs.
   if (!opt.inputs_dir.empty() && p.distribution == Distribution::Exact) check_exact_inputs(p, in);
   note(opt, std::string(opt.inputs_dir.empty() ? "generated" : "loaded") + " inputs (" +
                 format_bytes(4.0 * double(in.x.size())) + " of x)");
 
   const Reference oracle = linearity_pipeline(p, in);
+  // --tf32-midpoints: what a TF32 stage must match, its operands rounded to nearest.
+  std::optional<Reference> oracle_rounded;
+  if (opt.tf32_midpoints) oracle_rounded = linearity_pipeline(p, tf32_operands(in));
   // Each GPU stage is held to stage_tolerance for its precision (below); two stages are compared
   // with each other at the fp32 one, judged on exact inputs only, where every precision shares
   // exact_tolerance. The fp64 CPU stage: the fp64 rounding bound.
@@ -158,6 +211,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     report.gpu_skip_reason = "not used: no GPU stage selected";
   }
 
+  std::optional<Refill> refill;    // --refill-check: the second inputs, made once
   std::optional<size_t> previous;  // index into report.stages of the last stage that ran
   for (size_t i = 0; i < stages.size(); ++i) {
     const StageDescriptor& s = *stages[i];
@@ -172,6 +226,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(stages.size()) +
                               "] " + s.label();
     const bool fp64 = !s.is_gpu();
+    std::optional<GpuTiming> second_run;  // --refill-check: the run on the refilled buffers
     try {
       if (s.is_gpu() && !gpu) {
         r.note = "skipped: no CUDA device (" + report.gpu_skip_reason + ")";
@@ -206,6 +261,12 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
         r.total_spread = t.total_spread;
         r.pooled = std::move(t.pooled);
         r.y = std::move(t.y);
+        if (opt.refill_check) {
+          if (!refill) refill = refilled_inputs(p, opt);
+          gpu->refill(refill->in);
+          second_run = gpu->run_once(s);
+          gpu->refill(in);
+        }
         r.ran = true;
         if (s.device_note) {
           r.note = s.device_note();
@@ -227,8 +288,16 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
       // The oracle is exact to fp64: an fp32 stage gets 1x its bound; an fp64 stage and the
       // oracle each carry an fp64 rounding error, so 2x the fp64 bound.
       // A TF32 stage (tensor cores) gets the wider TF32 bound on inputs that are not exact.
-      r.vs_oracle = compare(r.pooled, r.y, oracle.pooled, oracle.y,
-                            fp64 ? tol64 : stage_tolerance(p, oracle, s.precision), fp64 ? 2.0 : 1.0);
+      const Precision precision = opt.check_precision.value_or(s.precision);
+      r.vs_oracle = fp64 ? compare(r.pooled, r.y, oracle.pooled, oracle.y, tol64, 2.0)
+                         : judge(p, r.pooled, r.y, oracle, oracle_rounded, precision);
+      if (second_run) {
+        const Agreement& b = judge(p, second_run->pooled, second_run->y, refill->oracle, refill->oracle_rounded, precision);
+        if (!b.pass() && r.vs_oracle.pass()) {
+          r.vs_oracle = b;
+          r.note = "the run on refilled inputs (same buffers, another seed) disagrees with its oracle";
+        }
+      }
       if (previous) {
         const StageReport& prev = report.stages[*previous];
         // Exact inputs: both sides round the same exact means, so they differ by at most one

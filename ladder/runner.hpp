@@ -27,6 +27,16 @@ struct LadderOptions {
   std::string json_path;           ///< write machine-readable results here
   bool progress = true;            ///< progress lines on stderr
   bool cub_baseline = true;        ///< time CUB's segmented sum as the pool-phase baseline
+  /// The grader's rules, set by its command line and never by a stage:
+  /// check every GPU stage at this precision's tolerance, whatever its descriptor declares;
+  std::optional<Precision> check_precision;
+  /// after a stage's runs, refill the same input buffers with values of another seed, run it
+  /// again on the same session and check that run too (a result cached by input address fails);
+  bool refill_check = false;
+  /// x and weight placed 3/4 of the way between two TF32 values, so that rounding them to
+  /// nearest and truncating them differ by one TF32 step in every operand; a TF32 stage is
+  /// then checked at the FP32 tolerance against the oracle of its operands rounded to nearest.
+  bool tf32_midpoints = false;
 };
 
 struct StageReport {

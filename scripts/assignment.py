@@ -9,7 +9,8 @@
   selftest                          (instructor) references get full marks, stubs and fixtures lose
 
 The same command grades a student's work locally and officially; the official run adds the
-secret seed and the hidden shapes (docs/assignments.md).
+secret seed and the hidden shapes (docs/assignments.md). Exit status: 0 done, 1 a check found
+problems, 2 a bad argument, 3 a missing tool.
 """
 import argparse
 import os
@@ -18,10 +19,15 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "grader"))
 
-import grade  # noqa: E402
-import handout  # noqa: E402
-import markers  # noqa: E402
-import selftest  # noqa: E402
+try:
+    import grade  # noqa: E402
+    import handout  # noqa: E402
+    import markers  # noqa: E402
+    import selftest  # noqa: E402
+except ImportError as e:  # one line, not a traceback: a file of grader/ or a Python module is missing
+    print(f"error: Python module '{e.name}' not found ({e}): run this script from a complete copy of the repository",
+          file=sys.stderr)
+    sys.exit(3)
 
 
 def rung_list(text):
@@ -37,19 +43,23 @@ def rung_list(text):
 
 
 def cmd_handout(args):
-    m = handout.write_handout(ROOT, args.rungs, args.out, stub_needed=args.stub_needed, force=args.force)
+    m = handout.write_handout(ROOT, args.rungs, args.out, stub_needed=args.stub_needed, force=args.force,
+                              repo_url=args.repo_url)
     print(f"wrote {args.out}: rungs {', '.join(m['rungs'])} stubbed; student files:")
     for rung, files in m["files"].items():
         print(f"  {rung}: {' '.join(files)}")
-    print("checked: no solution line, marker, hidden test, secret or mutant in it")
+    print("checked: no solution line, marker, hidden test, secret or mutant in it; every relative link resolves")
     return 0
 
 
 def cmd_check_handout(args):
-    problems = handout.check_handout(ROOT, args.dir)
-    for p in problems:
+    leaks, links = handout.check_handout(ROOT, args.dir), handout.unresolved_links(args.dir)
+    for p in leaks:
         print(f"LEAK: {p}")
-    print(f"{args.dir}: " + ("clean" if not problems else f"{len(problems)} problem(s)"))
+    for p in links:
+        print(f"LINK: {p}")
+    problems = len(leaks) + len(links)
+    print(f"{args.dir}: " + ("clean" if not problems else f"{problems} problem(s)"))
     return 1 if problems else 0
 
 
@@ -57,7 +67,10 @@ def cmd_markers(_args):
     count = 0
     for path in handout.repo_files(ROOT):
         if handout.has_markers(path) and not path.startswith(("results/", "profiles/", "notebooks/")):
-            parsed = handout.parse_file(ROOT, path)
+            try:
+                parsed = handout.parse_file(ROOT, path)
+            except UnicodeDecodeError:  # a binary file (compressed test data) holds no marker
+                continue
             for region in parsed.regions():
                 count += 1
                 if not region.stub:
@@ -78,6 +91,11 @@ def main(argv=None):
     h.add_argument("--stub-needed", action="store_true",
                    help="also stub the earlier rungs' code that the chosen rungs use through stages/lib")
     h.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    h.add_argument("--repo-url", default="",
+                   help="where the whole repository is published, the prefix of a file's path "
+                        "(e.g. https://github.com/ORG/REPO/blob/main): links to files the handout leaves out point "
+                        "there (never to instructor-only files or a handed-out rung's solution); default: such links "
+                        "become plain text")
     h.set_defaults(run=cmd_handout)
     c = sub.add_parser("check-handout", help="check a handout for leaked solutions")
     c.add_argument("dir")
@@ -89,10 +107,20 @@ def main(argv=None):
         selftest.add_parser(sub, ROOT)
     args = ap.parse_args(argv)
     try:
+        if args.command == "grade":  # one line and exit 2 or 3 before anything is copied or built
+            handout.validate_grade_args(ROOT, args)
         return args.run(args)
     except (handout.HandoutError, markers.MarkerError, selftest.FixtureError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "status", 2)
+    except RuntimeError as e:  # grader/sandbox.py's SandboxError: official grading without a sandbox
+        if type(e).__name__ != "SandboxError":
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    except OSError as e:  # a file that cannot be read or written: its name and why, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine with the CUDA toolkit lacks to build the ladder:
-# CMake, Ninja (the grader's generator), GoogleTest, CLI11 and nlohmann_json. Does nothing for
+# CMake, Ninja (the grader's generator), GoogleTest, CLI11, nlohmann_json and bubblewrap (the
+# grader's sandbox). Does nothing for
 # packages already present.
 set -euo pipefail
 
@@ -11,6 +12,8 @@ command -v nvcc >/dev/null || { echo "error: nvcc not found: install the CUDA to
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 [ -f /usr/include/CLI/CLI.hpp ] || need+=(libcli11-dev)
 [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
+command -v bwrap >/dev/null || need+=(bubblewrap)  # the grader's sandbox (grader/sandbox.py)
+command -v setpriv >/dev/null || need+=(util-linux)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"

@@ -1,0 +1,724 @@
+"""The technique check: does a rung's machine code show the rung's idea?
+
+It disassembles the rung's objects (`cuobjdump -sass`), splits the code per function and
+architecture, and finds the loops: a branch to a lower address (BRA) closes a loop whose body
+runs from the target to the branch. A check then asks something of a named kernel's loops and
+counts, not merely whether an opcode occurs: a tree is a barrier inside the loop that halves
+(or a chain of barrier-separated levels), not any BAR/LDS/STS; 3xTF32 is three mma per pair of
+loaded fragments, not rung 10's one. RULES holds every rung's checks: the stages keyed by their
+name (the folder name without its number, so renumbering keeps them), the track rungs by their
+id (p38-03). CHECKS documents each kind of check: what it proves and what fails it.
+
+A check names a kernel by a substring of its base name (the identifier; for a template, the
+identifier followed by its mangled arguments, e.g. conv_exp_partialsILb1E). Every function of
+one architecture that matches must pass (all template instantiations), and there must be one.
+A build for several architectures passes a check when one architecture does: sm_75 code has no
+TF32 mma and no cp.async. Every GPU stage also may use no local memory (LDL/STL) on
+LADDER_SASS_STRICT_ARCH (default sm_90), where the register budgets are tuned.
+
+What it cannot see: which kernel run() launches (a kernel compiled but never launched still
+passes), and whether the loops compute the right thing (the correctness parts decide that).
+
+Command line (scripts/check_sass.sh calls it; LADDER_SASS_STAGES="03 p38-03" picks rungs):
+  python3 grader/technique.py [--cuobjdump PATH] BUILD    every stage of BUILD/stages.tsv and,
+                                                          unless rungs are picked, every built
+                                                          track rung that has rules
+  python3 grader/technique.py --check BUILD               every GPU stage has an entry in RULES
+  python3 grader/technique.py --sass FILE RUNG            a saved disassembly, RUNG a stage name
+                                                          or a track rung id (the tests)
+Prints one PASS/FAIL line per check; exits 1 when one fails.
+"""
+import collections
+import glob
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+# ---- the SASS model ---------------------------------------------------------------------------
+
+FUNCTION = re.compile(r"Function : (\S+)")
+ARCH = re.compile(r"^\s*(?:arch = |code for )(sm_\w+)")  # an object's header; a cubin's
+INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+REGISTER = re.compile(r"(?<![A-Za-z0-9_])R(\d+)")
+PREDICATE = re.compile(r"!?U?P([0-6]|T)$")
+
+
+@dataclass
+class Ins:
+    addr: int
+    pred: str   # "@P0", "@!PT" or ""
+    op: str     # the opcode with its modifiers: LDG.E.128.CONSTANT
+    args: list  # the operands, as written
+
+    @property
+    def base(self):
+        return self.op.split(".")[0]
+
+    def text(self):
+        return f"{self.pred + ' ' if self.pred else ''}{self.op} {', '.join(self.args)}".strip()
+
+
+@dataclass
+class Loop:
+    start: int
+    end: int
+    body: list            # every instruction from start to end, nested loops' included
+    innermost: bool = True
+
+    def has(self, pattern):
+        return any(pattern.match(i.op) for i in self.body)
+
+    def count(self, pattern):
+        return sum(1 for i in self.body if pattern.match(i.op))
+
+    def where(self):
+        return f"loop {self.start:#06x}-{self.end:#06x}"
+
+
+@dataclass
+class Function:
+    name: str  # mangled
+    arch: str
+    code: list = field(default_factory=list)
+    _loops: list = None
+
+    @property
+    def short(self):
+        return base_name(self.name)
+
+    @property
+    def loops(self):
+        """The loops, one per target of backward branches (the farthest branch closes it)."""
+        if self._loops is None:
+            ends = {}
+            for i in self.code:
+                if i.base == "BRA" and i.args:
+                    m = re.search(r"0x([0-9a-f]+)\s*$", i.args[-1])
+                    # BRA to itself is the trap after the last EXIT, not a loop
+                    if m and int(m.group(1), 16) < i.addr:
+                        t = int(m.group(1), 16)
+                        ends[t] = max(ends.get(t, 0), i.addr)
+            loops = [Loop(s, e, [i for i in self.code if s <= i.addr <= e]) for s, e in sorted(ends.items())]
+            for a in loops:
+                a.innermost = not any(b is not a and a.start <= b.start and b.end <= a.end for b in loops)
+            self._loops = loops
+        return self._loops
+
+    def in_loop(self, ins):
+        return any(l.start <= ins.addr <= l.end for l in self.loops)
+
+
+def base_name(mangled):
+    """The function's identifier (the last name of an Itanium nested name), followed by the rest
+    of the mangled name when it is a template (its arguments, e.g. ILb1EE...); the name as given
+    when it does not parse. The anonymous namespace's component, which holds the file name
+    (pool_before_conv_cu), is never part of it."""
+    m = mangled
+    if not m.startswith("_Z"):
+        return m
+    i, last = 2, None
+    nested = m[i:i + 1] == "N"
+    if nested:
+        i += 1
+        while i < len(m) and m[i] in "rVKRO":
+            i += 1
+    while i < len(m) and m[i].isdigit():
+        j = i
+        while j < len(m) and m[j].isdigit():
+            j += 1
+        n = int(m[i:j])
+        last, i = m[j:j + n], j + n
+        if not nested:
+            break
+    if last is None:
+        return m
+    return last + (m[i:] if m[i:i + 1] == "I" else "")
+
+
+def parse(text):
+    """cuobjdump -sass output -> [Function], in order (one per function and architecture)."""
+    out, arch, current = [], "", None
+    for line in text.splitlines():
+        m = ARCH.match(line)
+        if m:
+            arch = m.group(1)
+            continue
+        m = FUNCTION.search(line)
+        if m:
+            current = Function(m.group(1), arch)
+            out.append(current)
+            continue
+        m = INSTRUCTION.match(line)
+        if m and current is not None:
+            words = m.group(2).split(None, 1)
+            pred = words[0] if words[0].startswith("@") else ""
+            if pred:
+                words = words[1].split(None, 1) if len(words) > 1 else [""]
+            args = [a.strip() for a in words[1].split(",")] if len(words) > 1 else []
+            current.code.append(Ins(int(m.group(1), 16), pred, words[0], args))
+    return out
+
+
+def arch_number(arch):
+    m = re.match(r"sm_(\d+)", arch)
+    return int(m.group(1)) if m else 0
+
+
+# ---- a dataflow of one loop body: which loads each mma operand comes from ----------------------
+
+LOADS = {"LDS", "LDG", "LD", "LDL", "LDSM", "LDC", "S2R", "CS2R", "S2UR"}
+FLOAT_ARITH = {"FADD", "FFMA", "FMUL", "FADD32I", "FFMA32I", "FMUL32I"}
+
+
+def destination(ins):
+    """(first register written, how many) or None. The destination is the first operand when
+    it is a register (a store's first operand is an address); after a predicate output (ATOM PT,
+    R3, ...; SHFL.DOWN PT, R5, ...) it is the second."""
+    args = ins.args
+    if args and PREDICATE.match(args[0]) and len(args) > 1:
+        args = args[1:]
+    if not args:
+        return None
+    m = re.fullmatch(r"R(\d+)(\.\w+)*", args[0])
+    if not m:
+        return None
+    width = 4 if ins.base == "HMMA" or ".128" in ins.op else 2 if (".64" in ins.op or ".WIDE" in ins.op) else 1
+    return int(m.group(1)), width
+
+
+def mma_products(body):
+    """For each mma (HMMA) of a loop body: (the loads its A operand derives from, those of its B
+    operand, whether an operand went through float arithmetic after its load). Registers carry
+    the set of load instructions (by address) they were computed from; a register the body reads
+    before writing stands for itself. Two sweeps: the second starts from the state the first
+    leaves, so values the loop carries from one trip to the next (software pipelining) are
+    traced too."""
+    source, floated, out = {}, {}, []
+
+    def regs(arg, n):
+        m = REGISTER.search(arg)
+        return [int(m.group(1)) + k for k in range(n)] if m else []
+
+    for sweep in (0, 1):
+        for ins in body:
+            if ins.base == "HMMA" and sweep and len(ins.args) >= 3:
+                a, b = regs(ins.args[1], 4), regs(ins.args[2], 2)
+                prov = lambda rs: frozenset().union(*(source.get(r, {("in", r)}) for r in rs))  # noqa: E731
+                out.append((prov(a), prov(b), any(floated.get(r, False) for r in a + b)))
+            dest = destination(ins)
+            if dest is None:
+                continue
+            reg, width = dest
+            srcs = [int(x) for a in ins.args[1:] for x in REGISTER.findall(a)]
+            if ins.base in LOADS:
+                prov, fl = {ins.addr}, False
+            else:
+                prov = set().union(*(source.get(r, {("in", r)}) for r in srcs)) if srcs else set()
+                fl = ins.base in FLOAT_ARITH or any(floated.get(r, False) for r in srcs)
+            for r in range(reg, reg + width):
+                if ins.pred:  # a predicated write may not happen: keep what was there too
+                    source[r] = set(source.get(r, {("in", r)})) | prov
+                    floated[r] = floated.get(r, False) or fl
+                else:
+                    source[r], floated[r] = set(prov), fl
+    return out
+
+
+# ---- the checks -------------------------------------------------------------------------------
+# Each takes one function and the check's parameters and returns (passed, detail).
+
+def op_re(pattern):
+    return re.compile(pattern)
+
+
+BAR = op_re(r"BAR\.SYNC")
+LDS = op_re(r"LDS(\.|$)")
+STS = op_re(r"STS(\.|$)")
+LDG = op_re(r"LDG(\.|$)")
+LDG128 = op_re(r"LDG\.(\w+\.)*128(\.|$)")
+LDS128 = op_re(r"LDS\.(\w+\.)*128(\.|$)")
+FFMA = op_re(r"FFMA(\.|$)")
+HMMA = op_re(r"HMMA\.")
+GLOBAL_ADD_ATOMIC = op_re(r"(RED|REDG|ATOM|ATOMG)\.[A-Z0-9_.]*ADD")
+TREE_SHUFFLE = op_re(r"SHFL\.(BFLY|DOWN|UP)")
+
+
+def check_present(fn, sass, what=""):
+    """An instruction matching `sass` (an opcode regex) in the kernel."""
+    pattern = op_re(sass)
+    hit = next((i for i in fn.code if pattern.match(i.op)), None)
+    return (True, hit.text()) if hit else (False, "none in its machine code")
+
+
+def check_absent(fn, sass, what=""):
+    """No instruction matching `sass` in the kernel (e.g. no floating-point atomics: a
+    deterministic sum)."""
+    pattern = op_re(sass)
+    hit = next((i for i in fn.code if pattern.match(i.op)), None)
+    return (False, f"forbidden, found {hit.text()} at {hit.addr:#06x}") if hit else (True, "none")
+
+
+def check_atomic_per_element(fn):
+    """A global atomic add executed once per element: inside a loop (a grid-stride loop), or in
+    a kernel with no loop at all (one thread per element). Fails on one thread summing serially
+    and then making one atomic: the atomic sits after the loop, outside it."""
+    atomics = [i for i in fn.code if GLOBAL_ADD_ATOMIC.match(i.op)]
+    if not atomics:
+        return False, "no global atomic add (RED/ATOM ... ADD)"
+    if not fn.loops:
+        return True, f"{atomics[0].text()}, in a kernel without loops: one per thread"
+    inside = [i for i in atomics if fn.in_loop(i)]
+    if inside:
+        return True, f"{inside[0].text()} inside a loop"
+    return False, (f"the atomic add ({atomics[0].text()} at {atomics[0].addr:#06x}) is outside every loop of "
+                   f"a kernel that loops: a serial sum with one atomic, not one atomic per element")
+
+
+def check_block_tree(fn, min_levels=4):
+    """A tree in shared memory: an innermost loop whose body has a barrier, shared loads and
+    shared stores (a level per trip, a barrier between levels); or, unrolled, at least
+    min_levels rounds (a shared store after shared loads, with no barrier between them), two
+    or more of them in stretches between block barriers (a tree over several warps; the last
+    warp's levels may run without them). Fails on a serial sum by one thread (its loop has no
+    barrier, and it stores once) and on no tree at all."""
+    for loop in fn.loops:
+        if loop.innermost and loop.has(BAR) and loop.has(LDS) and loop.has(STS):
+            return True, f"{loop.where()} holds BAR.SYNC, LDS and STS: one level a trip"
+    rounds = levels = 0
+    loaded = level = False
+    for i in fn.code:
+        if BAR.match(i.op):
+            levels += level
+            loaded = level = False
+        elif LDS.match(i.op):
+            loaded = True
+        elif STS.match(i.op):
+            rounds += loaded
+            level = level or loaded
+            loaded = False
+    levels += level
+    if rounds >= min_levels and levels >= 2:
+        return True, f"{rounds} levels (shared loads, then a store), unrolled, {levels} of them between barriers"
+    return False, (f"no loop with a barrier, shared loads and stores, and {rounds} unrolled level(s) "
+                   f"({levels} between barriers): not a tree of >= {min_levels} levels (a serial sum by one thread?)")
+
+
+def check_shuffles(fn, min_count=5):
+    """A warp reduction by shuffles: at least min_count butterfly or down/up shuffles (five
+    steps for 32 lanes), or one inside a loop. Fails on a shared-memory tree (no shuffles) and
+    on a lane gathering the others' values one by one (SHFL.IDX)."""
+    hits = [i for i in fn.code if TREE_SHUFFLE.match(i.op)]
+    if len(hits) >= min_count:
+        return True, f"{len(hits)} shuffles ({hits[0].op})"
+    looped = [i for i in hits if fn.in_loop(i)]
+    if looped:
+        return True, f"{looped[0].op} inside a loop"
+    idx = sum(1 for i in fn.code if i.op.startswith("SHFL.IDX"))
+    return False, (f"{len(hits)} SHFL.BFLY/DOWN/UP (< {min_count}), none in a loop"
+                   + (f"; {idx} SHFL.IDX (a lane gathering values one by one is not a tree)" if idx else ""))
+
+
+def check_wide_loads_loop(fn):
+    """The main loop reads global memory 16 bytes at a time: some innermost loop loads with
+    LDG...128 and with no narrower global load. Fails on scalar loads in the loop (a scalar head
+    or tail outside the loop is allowed)."""
+    mixed = None
+    for loop in fn.loops:
+        if not loop.innermost:
+            continue
+        wide, all_ = loop.count(LDG128), loop.count(LDG)
+        if wide and wide == all_:
+            return True, f"{loop.where()}: {wide} LDG.128, no narrower global load"
+        if all_:
+            mixed = f"{loop.where()}: {wide} of its {all_} global loads are 128-bit"
+    return False, mixed or "no loop loads global memory"
+
+
+def check_loop_has(fn, sass, what=""):
+    """Some loop whose body (nested loops included) holds an instruction matching each regex of
+    `sass` (a list)."""
+    patterns = [op_re(s) for s in sass]
+    for loop in fn.loops:
+        if all(loop.has(p) for p in patterns):
+            return True, loop.where()
+    return False, f"no loop holds all of {', '.join(sass)}"
+
+
+def check_not_in_loop(fn, sass, what=""):
+    """No instruction matching `sass` inside a loop (e.g. no global store per element: the fused
+    kernel writes one partial per block, after its loops)."""
+    pattern = op_re(sass)
+    hit = next((i for i in fn.code if pattern.match(i.op) and fn.in_loop(i)), None)
+    return (False, f"{hit.text()} at {hit.addr:#06x}, inside a loop") if hit else (True, "none inside a loop")
+
+
+def ffma_loops(fn):
+    return [l for l in fn.loops if l.innermost and l.has(FFMA)]
+
+
+def check_smem_operands(fn):
+    """The FMAs read their operands from shared memory: every innermost loop with FFMA loads
+    from shared memory (LDS) and not from global memory (LDG). Fails on a compute loop that
+    reads x or the weights from global memory."""
+    loops = ffma_loops(fn)
+    if not loops:
+        return False, "no innermost loop with FFMA"
+    for loop in loops:
+        if loop.has(LDG) or not loop.has(LDS):
+            return False, f"{loop.where()}: {loop.count(FFMA)} FFMA, {loop.count(LDS)} LDS, {loop.count(LDG)} LDG"
+    return True, f"{len(loops)} innermost FFMA loop(s), operands by LDS only"
+
+
+def check_register_tile(fn, min_ratio=4):
+    """Register tiling: in every innermost loop with FFMA, each shared-memory load feeds at least
+    min_ratio FMAs (FFMA >= min_ratio x LDS; one output per thread gives 1/2), and the loads are
+    16 bytes wide (LDS.128). Fails on stage 07's one output per thread."""
+    loops = ffma_loops(fn)
+    if not loops:
+        return False, "no innermost loop with FFMA"
+    for loop in loops:
+        f, s = loop.count(FFMA), loop.count(LDS)
+        if f < min_ratio * max(s, 1) or not loop.has(LDS128):
+            return False, (f"{loop.where()}: {f} FFMA for {s} LDS ({loop.count(LDS128)} of them 128-bit); "
+                           f"register tiling needs >= {min_ratio} FFMA per LDS and LDS.128")
+    best = max(loops, key=lambda l: l.count(FFMA))
+    return True, f"{best.where()}: {best.count(FFMA)} FFMA for {best.count(LDS)} LDS"
+
+
+def check_async_pipeline(fn):
+    """cp.async with double buffering: one loop (the step loop) issues copies (LDGSTS), closes
+    them as a group (LDGDEPBAR), waits while at least one newer group is still in flight
+    (DEPBAR.LE SB0, n with n >= 1: cp.async.wait_group 1) and has a barrier. Fails on plain
+    loads and on cp.async waited for at once (wait_group 0: no overlap)."""
+    best = None
+    for loop in fn.loops:
+        if not (loop.has(op_re(r"LDGSTS")) and loop.has(op_re(r"LDGDEPBAR")) and loop.has(BAR)):
+            continue
+        waits = [i for i in loop.body if i.op.startswith("DEPBAR")]
+        pending = [i for i in waits if re.search(r"SB0\s*,?\s*0x0*[1-9]", ", ".join(i.args))]
+        if pending:
+            return True, f"{loop.where()}: LDGSTS, LDGDEPBAR, {pending[0].text()}, BAR.SYNC"
+        best = f"{loop.where()} copies with LDGSTS but waits for all of them ({', '.join(i.text() for i in waits) or 'no DEPBAR'}): no copy overlaps the compute"
+    return False, best or "no loop issues cp.async copies (LDGSTS), commits them (LDGDEPBAR) and has a barrier"
+
+
+def check_mma_loop(fn, sass=r"HMMA\.1688\.F32\.TF32"):
+    """Tensor cores in the main loop: an innermost loop holds TF32 mma."""
+    pattern = op_re(sass)
+    loops = [l for l in fn.loops if l.innermost and l.has(pattern)]
+    if loops:
+        return True, f"{loops[0].where()}: {loops[0].count(pattern)} {sass.replace(chr(92), '')}"
+    return False, "no innermost loop holds " + sass.replace("\\", "") + ("" if fn.loops else " (no loops)")
+
+
+def check_three_products(fn):
+    """3xTF32: every pair of loaded fragments (the loads an mma's A and B operands come from)
+    feeds at least three mma (small*big, big*small, big*big), and at least two in three mma have
+    an operand computed with float arithmetic after its load (small = tf32(v - big)). Traced by
+    a dataflow of the innermost loops with HMMA (mma_products). Fails on rung 10's kernel: one
+    mma per fragment pair, operands straight from shared memory."""
+    loops = [l for l in fn.loops if l.innermost and l.has(HMMA)]
+    if not loops:
+        return False, "no innermost loop with HMMA"
+    for loop in loops:
+        products = mma_products(loop.body)
+        per_pair = collections.Counter((a, b) for a, b, _ in products)
+        split = sum(1 for *_, f in products if f)
+        fewest = min(per_pair.values())
+        if fewest < 3 or 3 * split < 2 * len(products):
+            return False, (f"{loop.where()}: {len(products)} mma on {len(per_pair)} fragment pairs, at least "
+                           f"{fewest} per pair; {split} with a split (float-computed) operand: 3xTF32 needs three "
+                           f"products per pair, two of them with a small part")
+    products = mma_products(loops[0].body)
+    pairs = len({(a, b) for a, b, _ in products})
+    return True, f"{loops[0].where()}: {len(products)} mma on {pairs} fragment pairs, 2 in 3 with a split operand"
+
+
+CHECKS = {"present": check_present, "absent": check_absent, "atomic_per_element": check_atomic_per_element,
+          "block_tree": check_block_tree, "shuffles": check_shuffles, "wide_loads_loop": check_wide_loads_loop,
+          "loop_has": check_loop_has, "not_in_loop": check_not_in_loop, "smem_operands": check_smem_operands,
+          "register_tile": check_register_tile, "async_pipeline": check_async_pipeline,
+          "mma_loop": check_mma_loop, "three_products": check_three_products}
+
+# What each kind is called in a report line when the rule gives no "what".
+WHAT = {"atomic_per_element": "a global atomic add per element", "block_tree": "a shared-memory tree",
+        "shuffles": "warp shuffles (a butterfly or down tree)", "wide_loads_loop": "128-bit global loads in a loop",
+        "smem_operands": "FMAs fed from shared memory", "register_tile": "register tiling (FMAs per shared load)",
+        "async_pipeline": "a cp.async double-buffered pipeline", "mma_loop": "TF32 mma in an inner loop",
+        "three_products": "3xTF32: three mma per fragment pair"}
+
+# ---- the rules --------------------------------------------------------------------------------
+
+FLOAT_ATOMIC = r"(RED|ATOM)G?\.[A-Z0-9_.]*\.B?F(16|32|64)"
+INT_ADD_ATOMIC = r"(RED|ATOM)G?\.(?![A-Z0-9_.]*F(16|32|64))[A-Z0-9_.]*ADD"
+
+
+def rule(check, kernel, **params):
+    return dict(check=check, kernel=kernel, **params)
+
+
+# Stages, by name. "needs_sm80": the idea exists only in sm_80+ code.
+STAGE_RULES = {
+    "per_thread_loop": [],  # the first port: the local-memory check only
+    "atomics": [rule("atomic_per_element", "pool_atomic_per_element")],
+    "shared_tree": [rule("block_tree", "pool_shared_tree")],
+    "warp_shuffle": [rule("shuffles", "pool_warp_shuffle"), rule("shuffles", "bias_logsumexp_warp")],
+    "vectorized_loads": [rule("wide_loads_loop", "pool_vectorized"), rule("shuffles", "pool_vectorized")],
+    "fused_gather": [
+        rule("loop_has", "conv_pool_gather", sass=[r"FFMA", r"LDG"], what="the convolution computed in a loop"),
+        rule("not_in_loop", "conv_pool_gather", sass=r"ST(G|L)?(\.|$)", what="no output stored per element"),
+        rule("shuffles", "conv_pool_gather"),
+        rule("absent", "conv_pool_gather", sass=FLOAT_ATOMIC, what="no floating-point atomics"),
+        rule("shuffles", "finish_pooled_logsumexp")],
+    "shared_memory_tiling": [  # the tiled kernel by name: the general fallback has LDS/BAR as well
+        rule("smem_operands", "conv_pool_smem_tile"),
+        rule("loop_has", "conv_pool_smem_tile", sass=[r"STS", r"BAR\.SYNC"],
+             what="tiles staged in shared memory each step, behind a barrier")],
+    "register_tiling": [rule("register_tile", "conv_pool_register_tile")],
+    "async_copy": [rule("async_pipeline", "conv_pool_async_copy", needs_sm80=True),
+                   rule("register_tile", "conv_pool_async_copy")],
+    "tensor_cores": [rule("mma_loop", "conv_pool_tensor_cores", needs_sm80=True),
+                     rule("async_pipeline", "conv_pool_tensor_cores", needs_sm80=True)],
+    "three_tf32": [rule("mma_loop", "conv_pool_tensor_cores", needs_sm80=True),
+                   rule("three_products", "conv_pool_tensor_cores", needs_sm80=True),
+                   rule("async_pipeline", "conv_pool_tensor_cores", needs_sm80=True)],
+    "pool_before_conv": [rule("wide_loads_loop", "plane_chunk_sums"), rule("shuffles", "plane_chunk_sums"),
+                         rule("absent", "", sass=FLOAT_ATOMIC, what="no floating-point atomics")],
+    "single_launch": [
+        rule("present", "pool_before_conv_fused", sass=INT_ADD_ATOMIC, what="an arrival counter (integer atomic add)"),
+        rule("present", "pool_before_conv_fused", sass=r"(MEMBAR|FENCE)", what="a memory fence"),
+        rule("wide_loads_loop", "pool_before_conv_fused"),
+        rule("absent", "", sass=FLOAT_ATOMIC, what="no floating-point atomics")],
+}
+
+# Track rungs, by id; each is checked on its own object (grader/track.py).
+TRACK_RULES = {
+    "p38-03": [rule("block_tree", "softmax_block_per_row")],
+    "p38-04": [rule("shuffles", "softmax_online")],
+    "p38-05": [
+        rule("present", "conv_exp_partialsILb1E", sass=r"STG", what="the fused epilogue in its writing form, launched"),
+        rule("loop_has", "rescale", sass=[r"LDG", r"FMUL", r"STG"], what="one pass that reads, scales and writes"),
+        rule("absent", "rescale", sass=r"MUFU\.EX2", what="no exponential recomputed in the rescale")],
+    "p74-06": [rule("block_tree", "routed_block_tree")],
+    "p74-07": [rule("shuffles", "routed_warp_shuffle")],
+    "p74-08": [
+        rule("loop_has", "channel_sums", sass=[r"LDG"], what="the second pass reading the partials in a loop"),
+        rule("present", "channel_sums", sass=r"STG", what="the second pass writing the sums"),
+        rule("present", "routed_partials", sass=r"STG", what="one partial written per block"),
+        rule("absent", "", sass=FLOAT_ATOMIC, what="no floating-point atomics")],
+}
+
+# ---- applying them ----------------------------------------------------------------------------
+
+
+def apply(functions, rules, label, strict_arch=None):
+    """(passed, lines) of `rules` on the disassembled `functions` of one rung (label: 'stage 03',
+    'rung p38-03'). A check passes on an architecture when every function whose base name holds
+    its kernel passes (and there is one); on the build, when it passes on one architecture. The
+    detail shown is strict_arch's (or the last architecture's)."""
+    archs = sorted({f.arch for f in functions}, key=lambda a: (a == strict_arch, arch_number(a)))
+    lines, ok = [], True
+    if any(r.get("needs_sm80") for r in rules) and not any(arch_number(a) >= 80 for a in archs):
+        lines.append(f"FAIL: {label}: this build has no sm_80 or newer code, and the rung's idea (cp.async, TF32 "
+                     f"mma) needs sm_80; build for one such architecture too, e.g. -DCMAKE_CUDA_ARCHITECTURES=\"75;80\"")
+        ok = False
+    for r in rules:
+        params = {k: v for k, v in r.items() if k not in ("check", "kernel", "needs_sm80")}
+        what = params.get("what") or WHAT.get(r["check"], r["check"])
+        fn_check = CHECKS[r["check"]]
+        kwargs = {k: v for k, v in params.items() if k != "what"}
+        kernel = r["kernel"] or "any function"
+        results = []  # (passed, detail, arch), strict_arch last
+        for arch in archs:
+            mine = [f for f in functions if f.arch == arch and r["kernel"] in f.short]
+            if not mine:
+                results.append((False, f"no kernel named *{r['kernel']}*", arch))
+                continue
+            checked = [(fn_check(f, **kwargs), f) for f in mine]
+            bad = next(((res, f) for res, f in checked if not res[0]), None)
+            if bad:
+                (_, detail), f = bad
+                results.append((False, detail + (f"  [in {f.short[:60]}]" if len(mine) > 1 else ""), arch))
+            else:
+                results.append((True, checked[0][0][1], arch))
+        passing = [x for x in results if x[0]]
+        passed, detail, arch = (passing or results or [(False, "no device code", "")])[-1]
+        where = f" on {arch}" if len(archs) > 1 and arch else ""
+        lines.append(f"{'PASS' if passed else 'FAIL'}: {label}: {what} in {kernel}{where}: {detail}")
+        ok = ok and passed
+    return ok, lines
+
+
+def local_memory(functions, label, strict_arch):
+    """(passed, lines): no LDL/STL in any function on strict_arch; other architectures' local
+    memory is reported as a NOTE (the register budgets are tuned on strict_arch)."""
+    lines, ok = [], True
+    archs = sorted({f.arch for f in functions}, key=arch_number)
+    for arch in archs:
+        hits = [(f, i) for f in functions if f.arch == arch for i in f.code if i.base in ("LDL", "STL")]
+        if arch == strict_arch:
+            if hits:
+                f, i = hits[0]
+                lines.append(f"FAIL: {label} uses local memory on {arch}: {i.text()}  [in {f.short}]")
+                ok = False
+            else:
+                lines.append(f"PASS: {label} kernels use no local memory on {arch} (no LDL/STL)")
+        elif hits:
+            lines.append(f"NOTE: {label} has {len(hits)} local-memory instructions (LDL/STL) on {arch}, "
+                         f"tuned for {strict_arch}")
+    if strict_arch not in archs:
+        lines.append(f"NOTE: {label}: no {strict_arch} code in this build, so local memory is reported, not checked")
+    return ok, lines
+
+
+def find_cuobjdump():
+    import integrity  # scripts/check_sass.sh's lookup, shared with the integrity check
+    return integrity.find_cuobjdump()
+
+
+def disassemble(cuobjdump, objects):
+    """The functions of the objects' device code (objects without device code add none)."""
+    env = dict(os.environ, PATH=os.path.dirname(cuobjdump) + os.pathsep + os.environ.get("PATH", ""))
+    out = []
+    for obj in objects:
+        p = subprocess.run([cuobjdump, "-sass", obj], capture_output=True, text=True, env=env)
+        out += parse(p.stdout)
+    return out
+
+
+def check_track(obj, rung, cuobjdump=None):
+    """(passed, lines) for track rung `rung` (p38-03) on its object: the interface of
+    grader/track.py."""
+    rules = TRACK_RULES.get(rung)
+    if rules is None:
+        return False, [f"FAIL: rung {rung}: no technique rules in grader/technique.py (TRACK_RULES)"]
+    cuobjdump = cuobjdump or find_cuobjdump()
+    if not cuobjdump:
+        return False, ["FAIL: cuobjdump not found (install the CUDA toolkit's cuobjdump and nvdisasm, e.g. pip "
+                       "install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP)"]
+    if not os.path.isfile(obj):
+        return False, [f"FAIL: rung {rung}: no object {obj} (not built?)"]
+    functions = disassemble(cuobjdump, [obj])
+    if not functions:
+        return False, [f"FAIL: rung {rung}: no device code in {os.path.basename(obj)}"]
+    return apply(functions, rules, f"rung {rung}")
+
+
+def stage_list(build):
+    """[(id, name, kind)] from BUILD/stages.tsv (cmake/Stages.cmake writes it)."""
+    out = []
+    with open(os.path.join(build, "stages.tsv"), encoding="utf-8") as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            if cols[0] and not cols[0].startswith("#") and len(cols) >= 4:
+                out.append((cols[0], cols[2], cols[3]))
+    return out
+
+
+def track_object(build, rung):
+    """The built object of track rung p38-03 (BUILD/CMakeFiles/p38_track.dir/tracks/p38_*/rungs/
+    03_*.cu.o), or None."""
+    track, number = rung.split("-")
+    hits = sorted(glob.glob(os.path.join(build, "CMakeFiles", f"{track}_track.dir", "tracks", f"{track}_*",
+                                         "rungs", f"{number}_*.cu.o")))
+    return hits[0] if hits else None
+
+
+def check_build(build, picked=(), cuobjdump="", strict="sm_90"):
+    """(failures, lines) of every stage of BUILD/stages.tsv (those in `picked` if given) and of
+    the track rungs with rules: those picked, or, when none is picked, every one that is built."""
+    import integrity  # the object lists and cuobjdump's lookup, shared with the integrity check
+    stages, lines = stage_list(build), []
+    if not stages:
+        return 1, [f"FAIL: {build}/stages.tsv lists no stages"]
+    cuobjdump = cuobjdump or integrity.find_cuobjdump()
+    if not cuobjdump:
+        return 1, ["FAIL: cuobjdump not found (install the CUDA toolkit's cuobjdump and nvdisasm, e.g. "
+                   "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP)"]
+    listed = integrity.ninja_objects(build)
+    for sid, name, kind in stages:
+        if picked and sid not in picked:
+            continue
+        if kind != "gpu":
+            lines.append(f"SKIP: stage {sid} {name} is a CPU stage: no GPU machine code to check")
+            continue
+        objects = integrity.target_objects(build, f"CMakeFiles/stage_{sid}.dir", listed)
+        if not objects:
+            lines.append(f"FAIL: stage {sid} {name}: no objects under {build}/CMakeFiles/stage_{sid}.dir (not built?)")
+            continue
+        functions = disassemble(cuobjdump, objects)
+        if not functions:
+            lines.append(f"FAIL: stage {sid} {name}: a GPU stage with no device code in its objects "
+                         f"(built without sm_XX code?)")
+            continue
+        lines += local_memory(functions, f"stage {sid}", strict)[1]
+        if name in STAGE_RULES:
+            lines += apply(functions, STAGE_RULES[name], f"stage {sid}", strict)[1]
+        else:
+            lines.append(NO_ENTRY.format(sid=sid, name=name))
+    for rung in TRACK_RULES:
+        if picked and rung not in picked:
+            continue
+        obj = track_object(build, rung)
+        if obj is None:
+            if picked:
+                lines.append(f"FAIL: rung {rung}: no object under {build}/CMakeFiles/{rung.split('-')[0]}_track.dir "
+                             f"(not built?)")
+            continue
+        lines += check_track(obj, rung, cuobjdump)[1]
+    for p in picked:
+        if p not in {s[0] for s in stages} and p not in TRACK_RULES:
+            lines.append(f"FAIL: {p} is neither a stage of {build}/stages.tsv nor a track rung with rules")
+    return sum(1 for l in lines if l.startswith("FAIL")), lines
+
+
+NO_ENTRY = ("FAIL: stage {sid} {name}: no SASS expectation in grader/technique.py (STAGE_RULES); add an entry, "
+            "an empty one if the local-memory check is all")
+
+
+def main(argv):
+    args, check_only, cuobjdump = list(argv), False, os.environ.get("CUOBJDUMP", "")
+    if args[:1] == ["--check"]:
+        check_only, args = True, args[1:]
+    if args[:1] == ["--cuobjdump"]:
+        cuobjdump, args = args[1], args[2:]
+    if args[:1] == ["--sass"]:  # a saved disassembly: --sass FILE RUNG
+        rules = STAGE_RULES.get(args[2], TRACK_RULES.get(args[2]))
+        if rules is None:
+            print(f"FAIL: no rules for {args[2]}")
+            return 1
+        with open(args[1], encoding="utf-8") as f:
+            ok, lines = apply(parse(f.read()), rules, args[2])
+        print("\n".join(lines))
+        return 0 if ok else 1
+    build = args[0] if args else "build"
+    if not os.path.isfile(os.path.join(build, "stages.tsv")):
+        print(f"FAIL: no stage list {build}/stages.tsv: configure the build with CMake first "
+              f"(cmake/Stages.cmake writes it)")
+        return 1
+    if check_only:  # every GPU stage has an entry (no cuobjdump needed)
+        missing = 0
+        for sid, name, kind in stage_list(build):
+            if kind == "gpu" and name in STAGE_RULES:
+                print(f"PASS: stage {sid} {name} has a SASS expectation entry")
+            elif kind == "gpu":
+                print(NO_ENTRY.format(sid=sid, name=name))
+                missing += 1
+        print(f"check_sass --check: {missing} stage(s) without an entry" if missing
+              else "check_sass --check: every GPU stage has an entry")
+        return 1 if missing else 0
+    if not os.path.isdir(os.path.join(build, "CMakeFiles")):
+        print(f"FAIL: {build} is not a CMake build directory (no {build}/CMakeFiles); build first")
+        return 1
+    picked = os.environ.get("LADDER_SASS_STAGES", "").replace(",", " ").split()
+    failures, lines = check_build(build, picked, cuobjdump, os.environ.get("LADDER_SASS_STRICT_ARCH", "sm_90"))
+    print("\n".join(lines))
+    print(f"check_sass: {failures} check(s) failed" if failures else "check_sass: all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main(sys.argv[1:]))

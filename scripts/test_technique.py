@@ -1,0 +1,641 @@
+#!/usr/bin/env python3
+"""Tests of the technique check (grader/technique.py, run by scripts/check_sass.sh) without a GPU.
+
+For every rung it has rules for, the honest version (this repository's code) must pass and a
+known wrong-technique variant must fail, by the check meant to catch it. The variants are text
+edits of the sources (VARIANTS: a serial sum for a tree, rung 10's kernel handed in as 11, ...).
+Compiling them all takes minutes, so their disassemblies are saved, trimmed to the kernels the
+rules read, in scripts/testdata/technique/ (one .sass.gz per variant and architecture); the
+tests read those, and check that every edit still applies to the sources as they are now (an
+edit that no longer applies means the saved code is stale: regenerate it).
+
+  python3 scripts/test_technique.py                 the tests (seconds; no GPU, nvcc or cuobjdump)
+  python3 scripts/test_technique.py --regenerate    recompile the variants into testdata (nvcc, cuobjdump)
+  LADDER_TECHNIQUE_COMPILE=1 ...                    also compile and check the variants now
+  LADDER_TECHNIQUE_BUILD=DIR ...                    also check a build's real objects (default: build,
+                                                    when it has stage objects and cuobjdump is found)
+"""
+import glob
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
+sys.path.insert(0, os.path.join(ROOT, "grader"))
+
+import technique  # noqa: E402
+
+DATA = os.path.join(ROOT, "scripts", "testdata", "technique")
+ARCHS = ("sm_90", "sm_75")  # the course's tuned GPU, and what CI builds for (no TF32 mma, no cp.async)
+
+
+@dataclass
+class Variant:
+    rung: str          # a stage folder (03_shared_tree) or a track rung (p38-03)
+    name: str          # "honest" for the repository's code
+    edits: list = field(default_factory=list)  # (file, original text, replacement), each original once
+    fails: tuple = ()  # the checks (technique.CHECKS keys) that must fail; () for a version that passes
+    why: str = ""
+
+    @property
+    def rules(self):
+        key = self.rung if self.rung in technique.TRACK_RULES else self.rung[3:]
+        return technique.TRACK_RULES.get(key, technique.STAGE_RULES.get(key))
+
+    def archs(self):
+        return ARCHS[:1] if any(r.get("needs_sm80") for r in self.rules) else ARCHS
+
+    def data(self, arch):
+        return os.path.join(DATA, f"{self.rung}__{self.name}.{arch}.sass.gz")
+
+
+def stage_file(folder):
+    return os.path.relpath(glob.glob(os.path.join(ROOT, "stages", folder, "*.cu"))[0], ROOT)
+
+
+def region(path, begin, end="// END SOLUTION"):
+    """The text of `path` from the line holding `begin` through the line holding `end` after it."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        text = f.read()
+    i = text.index(begin)
+    i = text.rindex("\n", 0, i) + 1
+    j = text.index("\n", text.index(end, i)) + 1
+    return text[i:j]
+
+
+S02, S03, S04, S05 = (stage_file(f) for f in ("02_atomics", "03_shared_tree", "04_warp_shuffle", "05_vectorized_loads"))
+S06, S07, S08, S09 = (stage_file(f) for f in ("06_fused_gather", "07_shared_memory_tiling", "08_register_tiling",
+                                              "09_async_copy"))
+S10, S11, S12, S13 = (stage_file(f) for f in ("10_tensor_cores", "11_three_tf32", "12_pool_before_conv",
+                                              "13_single_launch"))
+P38, P74 = "tracks/p38_spatial_softmax/rungs", "tracks/p74_backward"
+REDUCE = f"{P74}/device/reduce.cuh"
+
+
+def gemm(path):
+    """The implicit-GEMM solution region of stage 10 or 11 (what a student writes)."""
+    return region(path, "for (int kh = 0; kh < p.kernel_h; ++kh) {", "// END SOLUTION")
+
+
+VARIANTS = [
+    Variant("02_atomics", "honest"),
+    Variant("02_atomics", "serial_then_one_atomic", [(S02, """\
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= total) return;
+  atomicAdd(&sums[idx / plane_size], conv_out[idx]);  // result unused: compiles to RED
+""", """\
+  const int64_t plane = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (plane >= total / plane_size) return;
+  float sum = 0.0f;
+  for (int64_t j = 0; j < plane_size; ++j) sum += conv_out[plane * plane_size + j];
+  atomicAdd(&sums[plane], sum);
+""")], ("atomic_per_element",), "one thread per plane sums serially, then makes one atomic"),
+
+    Variant("03_shared_tree", "honest"),
+    Variant("03_shared_tree", "serial_by_thread0", [(S03, """\
+  for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+#endif
+""", """\
+  if (tid == 0) {
+    float total = 0.0f;
+    for (int i = 0; i < kBlock; ++i) total += sh[i];
+    sh[0] = total;
+  }
+  __syncthreads();
+#endif
+""")], ("block_tree",), "thread 0 adds the block's partials in a loop: one barrier, no tree"),
+    Variant("03_shared_tree", "last_warp_unrolled", [(S03, """\
+  for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+#endif
+""", """\
+  for (unsigned s = kBlock / 2; s > 32; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+  if (tid < 32) {  // Harris's kernel 5: the last warp's levels without barriers
+    volatile float* v = sh;
+    v[tid] += v[tid + 32]; __syncwarp(); v[tid] += v[tid + 16]; __syncwarp(); v[tid] += v[tid + 8]; __syncwarp();
+    v[tid] += v[tid + 4]; __syncwarp(); v[tid] += v[tid + 2]; __syncwarp(); v[tid] += v[tid + 1];
+  }
+  __syncthreads();
+#endif
+""")], (), "a tree whose last six levels run in one warp, without block barriers: still a tree"),
+
+    Variant("04_warp_shuffle", "honest"),
+    Variant("04_warp_shuffle", "shared_tree_in_pool", [(S04, """\
+  __shared__ float warp_sums[kBlock / kWarp];
+  const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
+  acc = warp_sum(acc);
+  if (lane == 0) warp_sums[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    acc = lane < kBlock / kWarp ? warp_sums[lane] : 0.0f;  // every lane joins the full-mask shuffle
+    acc = warp_sum(acc);
+    if (lane == 0) atomicAdd(&sums[plane], acc);  // one atomic per block
+  }
+""", """\
+  __shared__ float sh[kBlock];
+  sh[tid] = acc;
+  __syncthreads();
+  for (int s = kBlock / 2; s > 0; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+  if (tid == 0) atomicAdd(&sums[plane], sh[0]);
+""")], ("shuffles",), "stage 03's shared-memory tree in place of the shuffles"),
+    Variant("04_warp_shuffle", "lane_gathers_lse", [("stages/lib/warp_reduce.cuh", """\
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other_max = __shfl_xor_sync(0xffffffffu, max_value, offset);
+    const float other_sum = __shfl_xor_sync(0xffffffffu, sum, offset);
+    lse_merge(max_value, sum, other_max, other_sum);
+  }
+""", """\
+  const float my_max = max_value, my_sum = sum;
+  for (int src = 0; src < 32; ++src) {  // every lane reads the 31 others' pairs one by one
+    const float other_max = __shfl_sync(0xffffffffu, my_max, src);
+    const float other_sum = __shfl_sync(0xffffffffu, my_sum, src);
+    if (src != int(threadIdx.x % 32)) lse_merge(max_value, sum, other_max, other_sum);
+  }
+""")], ("shuffles",), "the epilogue's lanes gather the warp's pairs one by one (SHFL.IDX), no butterfly"),
+
+    Variant("05_vectorized_loads", "honest"),
+    Variant("05_vectorized_loads", "scalar_loads", [(S05, """\
+  for (int i = begin + tid; i < end; i += kBlock * kUnroll) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = i + u * kBlock;
+      v[u] = j < end ? body[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc += (v[u].x + v[u].y) + (v[u].z + v[u].w);
+  }
+""", """\
+  const float* flat = reinterpret_cast<const float*>(body);
+  for (int i = 4 * begin + tid; i < 4 * end; i += kBlock) acc += flat[i];  // 4-byte loads
+""")], ("wide_loads_loop",), "the body read with 4-byte loads"),
+
+    Variant("06_fused_gather", "honest"),
+    Variant("06_fused_gather", "atomic_per_thread", [(S06, """\
+  sum = warp_allreduce_sum(sum);
+  if (lane == 0) warp_sums[warp] = sum;
+  __syncthreads();
+  if (tid == 0) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += warp_sums[w];
+    *slot = s;
+  }
+""", """\
+  atomicAdd(slot, sum);  // every thread adds into the partial
+  (void)lane, (void)warp, (void)warp_sums;
+""")], ("shuffles", "absent"), "every thread adds its sum into the partial with an atomic: no block sum"),
+
+    Variant("07_shared_memory_tiling", "honest"),
+    Variant("07_shared_memory_tiling", "global_operands", [(S07, """\
+            acc = fmaf(x_row[kk], w_row[(KW - 1 - kk) * kCoTile], acc);  // 2 loads, 1 FMA
+""", """\
+            acc = fmaf(__ldg(x_n + (cl * p.in_h + jh) * p.in_w + c + kk),
+                       __ldg(a.weight + (cl * p.kernel_h + jh) * KW + kk), acc + 0.0f * x_row[kk] * w_row[0]);
+""")], ("smem_operands",), "the FMAs read x and the weights from global memory"),
+
+    Variant("08_register_tiling", "honest"),
+    Variant("08_register_tiling", "one_output_per_thread", [(S08, """\
+          float window[kWindow];
+#pragma unroll
+          for (int q = 0; q < kWindow / 4; ++q) {
+            const float4 v = *reinterpret_cast<const float4*>(x_row + 4 * q);
+            window[4 * q] = v.x;
+            window[4 * q + 1] = v.y;
+            window[4 * q + 2] = v.z;
+            window[4 * q + 3] = v.w;
+          }
+#pragma unroll
+          for (int kk = 0; kk < KW; ++kk) {  // window offset kk is tap kw = KW-1-kk
+            const float* w_tap = w_row + (KW - 1 - kk) * kCoTile;
+            const float4 w0 = *reinterpret_cast<const float4*>(w_tap);
+            const float4 w1 = *reinterpret_cast<const float4*>(w_tap + 4);
+            const float wv[kCo] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int m = 0; m < kPix; ++m)
+#pragma unroll
+              for (int c = 0; c < kCo; ++c) acc[m][c] = fmaf(window[m + kk], wv[c], acc[m][c]);
+          }
+""", """\
+#pragma unroll
+          for (int kk = 0; kk < KW; ++kk)  // stage 07's compute: one output, two loads per FMA
+            acc[0][0] = fmaf(x_row[kk], w_row[(KW - 1 - kk) * kCoTile], acc[0][0]);
+""")], ("register_tile",), "stage 07's one output per thread: two shared loads per FMA"),
+
+    Variant("09_async_copy", "honest"),
+    Variant("09_async_copy", "wait_for_all", [(S09, """\
+    cp_async_wait<1>();  // this thread's copies for `step` have landed ...
+""", """\
+    cp_async_wait<0>();  // every copy has landed, the next step's too: nothing overlaps
+""")], ("async_pipeline",), "cp.async waited for at once (wait_group 0): no copy overlaps the compute"),
+
+    Variant("10_tensor_cores", "honest"),
+    Variant("10_tensor_cores", "ffma_instead_of_mma", [(S10, """\
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a_lo.x), "r"(a_hi.x), "r"(a_lo.y), "r"(a_hi.y), "r"(b.x), "r"(b.y));
+""", """\
+  d[0] = fmaf(__uint_as_float(a_lo.x), __uint_as_float(b.x), d[0]);  // FP32 FMAs, no tensor core
+  d[1] = fmaf(__uint_as_float(a_lo.y), __uint_as_float(b.y), d[1]);
+  d[2] = fmaf(__uint_as_float(a_hi.x), __uint_as_float(b.x), d[2]);
+  d[3] = fmaf(__uint_as_float(a_hi.y), __uint_as_float(b.y), d[3]);
+""")], ("mma_loop",), "the products on FP32 FMAs instead of mma"),
+
+    Variant("11_three_tf32", "honest"),
+    Variant("11_three_tf32", "rung10_handed_in", [(S11, gemm(S11), gemm(S10))], ("three_products",),
+            "rung 10's one-TF32 GEMM handed in as rung 11"),
+    Variant("11_three_tf32", "two_products", [(S11, """\
+            mma_tf32(acc[i][j], lo_small, hi_small, b_big[j]);
+            mma_tf32(acc[i][j], lo_big, hi_big, b_small[j]);
+""", """\
+            mma_tf32(acc[i][j], lo_small, hi_small, b_big[j]);
+""")], ("three_products",), "2xTF32: the correction of B's rounding left out"),
+    Variant("11_three_tf32", "four_products", [(S11, """\
+            mma_tf32(acc[i][j], lo_big, hi_big, b_big[j]);
+""", """\
+            mma_tf32(acc[i][j], lo_big, hi_big, b_big[j]);
+            mma_tf32(acc[i][j], lo_small, hi_small, b_small[j]);
+""")], (), "small*small as well: four products a pair, still 3xTF32's idea"),
+
+    Variant("12_pool_before_conv", "honest"),
+    Variant("12_pool_before_conv", "scalar_chunk_sum", [(S12, """\
+  const float mine = chunk_partial_sum<kBlock, kUnroll>(x + int64_t(plane) * p.plane_elems + begin, len);
+""", """\
+  const float* src = x + int64_t(plane) * p.plane_elems + begin;
+  float mine = 0.0f;
+  for (int i = threadIdx.x; i < len; i += kBlock) mine += src[i];  // 4-byte loads
+""")], ("wide_loads_loop",), "the chunk read with 4-byte loads"),
+
+    Variant("13_single_launch", "honest"),
+    Variant("13_single_launch", "no_fence", [(S13, region(S13, "cuda::atomic_ref<unsigned, cuda::thread_scope_device> count",
+                                                          "count.store(0u"), """\
+    *last = atomicAdd(counter, 1u) == expected - 1u;  // relaxed: no release, no acquire
+    if (*last) {
+      *counter = 0u;
+""")], ("present",), "the arrival counter without release and acquire: no fence"),
+
+    Variant("p38-03", "honest"),
+    Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree.cu", """\
+  for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) {
+      const float o = partial[threadIdx.x + stride];
+      partial[threadIdx.x] = op == Op::Max ? fmaxf(partial[threadIdx.x], o) : partial[threadIdx.x] + o;
+    }
+    __syncthreads();
+  }
+""", """\
+  if (threadIdx.x == 0) {  // one thread walks the partials
+    float r = partial[0];
+    for (unsigned i = 1; i < blockDim.x; ++i) r = op == Op::Max ? fmaxf(r, partial[i]) : r + partial[i];
+    partial[0] = r;
+  }
+  __syncthreads();
+""")], ("block_tree",), "thread 0 combines the block's partials in a loop"),
+
+    Variant("p38-04", "honest"),
+    Variant("p38-04", "lane0_gathers", [(f"{P38}/04_online_softmax.cu", """\
+    t = warp_merge(t);
+""", """\
+    for (int src = 1; src < 32; ++src) {  // lane 0 gathers its warp's pairs one by one
+      const MaxSum o{__shfl_sync(0xffffffffu, t.m, src), __shfl_sync(0xffffffffu, t.s, src)};
+      if (lane == 0) t = merge(t, o);
+    }
+"""), (f"{P38}/04_online_softmax.cu", """\
+    b = warp_merge(b);  // every warp merges the slots itself: no second barrier to broadcast
+""", """\
+    for (int src = 1; src < 32; ++src) b = merge(b, MaxSum{__shfl_sync(0xffffffffu, b.m, src),
+                                                           __shfl_sync(0xffffffffu, b.s, src)});
+""")], ("shuffles",), "lane 0 gathers its warp's pairs one by one (SHFL.IDX), no butterfly"),
+
+    Variant("p38-05", "honest"),
+    Variant("p38-05", "sum_only_recompute", [(f"{P38}/05_fused_rescale.cu", """\
+  conv_exp_partials<true><<<""", """\
+  conv_exp_partials<false><<<"""), (f"{P38}/05_fused_rescale.cu", """\
+    out[i] *= factor[i / g.spatial];
+""", """\
+    out[i] = expf(out[i] - g.clamp_hi) * factor[i / g.spatial];  // recomputed from what the conv left
+""")], ("present", "absent"), "the epilogue's sum-only form (rung 06's) and the exponential recomputed"),
+
+    Variant("p74-06", "honest"),
+    Variant("p74-06", "serial_by_thread0", [(REDUCE, """\
+  for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) partial[threadIdx.x] = plus(partial[threadIdx.x], partial[threadIdx.x + stride]);
+    __syncthreads();
+  }
+""", """\
+  if (threadIdx.x == 0) {  // one thread walks the partials
+    float2 s = partial[0];
+    for (unsigned i = 1; i < blockDim.x; ++i) s = plus(s, partial[i]);
+    partial[0] = s;
+  }
+  __syncthreads();
+""")], ("block_tree",), "thread 0 adds the block's partials in a loop"),
+
+    Variant("p74-07", "honest"),
+    Variant("p74-07", "lane0_gathers", [(REDUCE, """\
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v.x += __shfl_down_sync(0xffffffffu, v.x, offset);
+    v.y += __shfl_down_sync(0xffffffffu, v.y, offset);
+  }
+""", """\
+  const float2 mine = v;
+  for (int src = 1; src < 32; ++src) {  // lane 0 gathers the warp's values one by one
+    v.x += __shfl_sync(0xffffffffu, mine.x, src);
+    v.y += __shfl_sync(0xffffffffu, mine.y, src);
+  }
+""")], ("shuffles",), "lane 0 gathers the warp's values one by one (SHFL.IDX), no down tree"),
+
+    Variant("p74-08", "honest"),
+    Variant("p74-08", "atomic_second_pass", [(f"{P74}/device/backward_two_level.cuh", """\
+    grad_multiplier[c] = sum.x;
+    grad_bias[c] = sum.y;
+""", """\
+    atomicAdd(&grad_multiplier[c], sum.x);
+    atomicAdd(&grad_bias[c], sum.y);
+""")], ("absent",), "the second pass adds with float atomics (grader/fixtures/p74-08)"),
+]
+
+
+# ---- building the variants (--regenerate, LADDER_TECHNIQUE_COMPILE) ---------------------------
+
+def find_tool(name, env):
+    for c in (os.environ.get(env, ""), shutil.which(name) or "", f"/usr/local/cuda/bin/{name}"):
+        if c and os.access(c, os.X_OK):
+            return c
+    return technique.find_cuobjdump() if name == "cuobjdump" else ""
+
+
+def variant_tree(v, tmp):
+    """A copy of stages/ and tracks/ under tmp with v's edits made (common/ and ladder/ linked)."""
+    for d in ("stages", "tracks"):
+        shutil.copytree(os.path.join(ROOT, d), os.path.join(tmp, d))
+    for d in ("common", "ladder"):
+        os.symlink(os.path.join(ROOT, d), os.path.join(tmp, d))
+    for path, orig, repl in v.edits:
+        with open(os.path.join(tmp, path), encoding="utf-8") as f:
+            text = f.read()
+        if text.count(orig) != 1:
+            raise AssertionError(f"{v.rung} {v.name}: the edit of {path} matches {text.count(orig)} times, not once")
+        with open(os.path.join(tmp, path), "w", encoding="utf-8") as f:
+            f.write(text.replace(orig, repl))
+
+
+def compile_variant(v, arch, nvcc, cuobjdump):
+    """The disassembly (cuobjdump -sass of nvcc -cubin) of v's rung object for arch."""
+    with tempfile.TemporaryDirectory(prefix="technique_") as tmp:
+        variant_tree(v, tmp)
+        if v.rung.startswith("p"):
+            track = glob.glob(os.path.join(tmp, "tracks", v.rung.split("-")[0] + "_*"))[0]
+            source = glob.glob(os.path.join(track, "rungs", v.rung.split("-")[1] + "_*.cu"))[0]
+            flags = [f"-I{track}", f"-I{tmp}", f"-I{tmp}/tracks", f"-I{tmp}/ladder", f"-I{tmp}/common"]
+        else:
+            source = glob.glob(os.path.join(tmp, "stages", v.rung, "*.cu"))[0]
+            sid, name = v.rung[:2], v.rung[3:]
+            flags = [f"-DLADDER_STAGE_ID=\"{sid}\"", f"-DLADDER_STAGE_NAME=\"{name}\"",
+                     f"-DLADDER_STAGE_SYMBOL=stage_{sid}_descriptor", f"-I{tmp}/stages", f"-I{tmp}/common"]
+        out = os.path.join(tmp, "rung.cubin")
+        cmd = [nvcc, "-cubin", f"-arch={arch}", "-O3", "-DNDEBUG", "-std=c++17", *flags, "-o", out, source]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise AssertionError(f"{v.rung} {v.name} does not compile for {arch}:\n{p.stderr[-3000:]}")
+        env = dict(os.environ, PATH=os.path.dirname(cuobjdump) + os.pathsep + os.environ.get("PATH", ""))
+        return subprocess.run([cuobjdump, "-sass", out], capture_output=True, text=True, env=env, check=True).stdout
+
+
+def trim(text, rules):
+    """The disassembly reduced to what the rules read: the functions they name, one template
+    instantiation (KW = 3) of each, and, for a rule on every function (kernel ""), those that
+    break it; instructions without their encodings."""
+    kernels = {r["kernel"] for r in rules} - {""}
+    every = [technique.op_re(r["sass"]) for r in rules if r["kernel"] == ""]
+    templated = re.compile(r"ILi(\d)E")
+    out = []
+    for f in technique.parse(text):
+        named = any(k in f.short for k in kernels)
+        breaks = any(p.match(i.op) for p in every for i in f.code)
+        t = templated.search(f.short)
+        if not (named or breaks) or (t and t.group(1) != "3"):
+            continue
+        out += [f"\tarch = {f.arch}", f"\t\tFunction : {f.name}"]
+        out += [f"        /*{i.addr:04x}*/  {i.text()} ;" for i in f.code]
+    return "\n".join(out) + "\n"
+
+
+def regenerate():
+    nvcc, cuobjdump = find_tool("nvcc", "NVCC"), find_tool("cuobjdump", "CUOBJDUMP")
+    if not nvcc or not cuobjdump:
+        sys.exit("--regenerate needs nvcc and cuobjdump")
+    os.makedirs(DATA, exist_ok=True)
+    for old in glob.glob(os.path.join(DATA, "*.sass.gz")):
+        os.remove(old)
+    for v in VARIANTS:
+        for arch in v.archs():
+            text = trim(compile_variant(v, arch, nvcc, cuobjdump), v.rules)
+            with gzip.open(v.data(arch), "wt", encoding="utf-8", compresslevel=9) as f:
+                f.write(text)
+            ok, lines = technique.apply(technique.parse(text), v.rules, f"{v.rung} {v.name} {arch}")
+            print(("PASS " if ok else "FAIL ") + f"{v.rung} {v.name} {arch}: "
+                  + "; ".join(l for l in lines if l.startswith("FAIL"))[:300])
+
+
+# ---- the tests --------------------------------------------------------------------------------
+
+def failed_checks(functions, rules, label="t"):
+    """The kinds of the rules that fail (with their lines), one rule at a time."""
+    out = {}
+    for r in rules:
+        ok, lines = technique.apply(functions, [r], label)
+        if not ok:
+            out.setdefault(r["check"], []).extend(lines)
+    return out
+
+
+class SavedVariants(unittest.TestCase):
+    """The honest versions pass and the wrong ones fail, by the checks meant to catch them."""
+
+    def verdicts(self, v, text, arch):
+        failed = failed_checks(technique.parse(text), v.rules)
+        where = f"{v.rung} {v.name} ({arch}): {v.why}"
+        if not v.fails:
+            self.assertEqual(failed, {}, where)
+            return
+        for kind in v.fails:
+            self.assertIn(kind, failed, f"{where}: the {kind} check passes")
+        # failing for the idea, not for a missing kernel (unless the variant drops it: p38-05)
+        lines = [l for kind in v.fails for l in failed[kind]]
+        if v.rung != "p38-05":
+            self.assertFalse(any("no kernel named" in l for l in lines), f"{where}: {lines}")
+        self.assertTrue(all(l.startswith("FAIL") for l in lines))
+
+    def test_saved(self):
+        for v in VARIANTS:
+            for arch in v.archs():
+                with self.subTest(rung=v.rung, variant=v.name, arch=arch):
+                    self.assertTrue(os.path.isfile(v.data(arch)),
+                                    f"{v.data(arch)} missing: python3 scripts/test_technique.py --regenerate")
+                    with gzip.open(v.data(arch), "rt", encoding="utf-8") as f:
+                        self.verdicts(v, f.read(), arch)
+
+    def test_edits_still_apply(self):
+        """Each edit's original text occurs once in today's sources: else the saved code is stale."""
+        for v in VARIANTS:
+            for path, orig, _ in v.edits:
+                with self.subTest(rung=v.rung, variant=v.name, path=path):
+                    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                        self.assertEqual(f.read().count(orig), 1, "regenerate the test data after fixing the edit")
+
+    def test_every_rung_has_a_failing_variant(self):
+        rungs = {v.rung if v.rung.startswith("p") else v.rung[3:] for v in VARIANTS if v.fails}
+        honest = {v.rung if v.rung.startswith("p") else v.rung[3:] for v in VARIANTS if v.name == "honest"}
+        for name, rules in list(technique.STAGE_RULES.items()) + list(technique.TRACK_RULES.items()):
+            if rules:
+                self.assertIn(name, rungs, f"{name}: no wrong-technique variant in VARIANTS")
+                self.assertIn(name, honest, f"{name}: no honest version in VARIANTS")
+
+    @unittest.skipUnless(os.environ.get("LADDER_TECHNIQUE_COMPILE"), "set LADDER_TECHNIQUE_COMPILE=1 to compile")
+    def test_compiled_now(self):
+        nvcc, cuobjdump = find_tool("nvcc", "NVCC"), find_tool("cuobjdump", "CUOBJDUMP")
+        if not nvcc or not cuobjdump:
+            self.skipTest("no nvcc or cuobjdump")
+        for v in VARIANTS:
+            for arch in v.archs():
+                with self.subTest(rung=v.rung, variant=v.name, arch=arch):
+                    self.verdicts(v, compile_variant(v, arch, nvcc, cuobjdump), arch)
+
+
+SASS = """\
+\tarch = sm_90
+\t\tFunction : _ZN6ladder47_GLOBAL__N__be8183fe_14_shared_tree_cu_537207d916pool_shared_treeEPKfijPf
+{body}
+\t\tFunction : _ZN6ladder3p3817conv_exp_partialsILb1EEEvNS0_8GeometryEPKf
+        /*0000*/                   EXIT ;
+"""
+
+
+def sass(*instructions):
+    body = "\n".join(f"        /*{16 * k:04x}*/                   {ins} ;" for k, ins in enumerate(instructions))
+    return technique.parse(SASS.format(body=body))
+
+
+class Model(unittest.TestCase):
+    """The parser, the loops and the dataflow on hand-written code."""
+
+    def test_names_and_operands(self):
+        fns = sass("@!P0 LDS R3, [R2+0x200]", "ATOM.E.ADD.STRONG.GPU PT, R3, desc[UR16][R4.64], R3", "EXIT")
+        self.assertEqual([f.short for f in fns], ["pool_shared_tree", "conv_exp_partialsILb1EEEvNS0_8GeometryEPKf"])
+        lds, atom, _ = fns[0].code
+        self.assertEqual((lds.pred, lds.op, lds.args), ("@!P0", "LDS", ["R3", "[R2+0x200]"]))
+        self.assertEqual(technique.destination(atom), (3, 1))  # after the predicate output
+        self.assertEqual(technique.base_name("_Z6kernelPf"), "kernel")
+        self.assertEqual(technique.base_name("not_mangled"), "not_mangled")
+
+    def test_loops(self):
+        fn = sass("S2R R0, SR_TID.X", "LDS R1, [R0]", "BAR.SYNC.DEFER_BLOCKING 0x0", "@P0 BRA 0x10",
+                  "LDS R2, [R0]", "@P1 BRA 0x40", "EXIT", "BRA 0x70")[0]
+        self.assertEqual([(l.start, l.end, l.innermost) for l in fn.loops], [(0x10, 0x30, True), (0x40, 0x50, True)])
+        self.assertFalse(fn.in_loop(fn.code[-1]))  # BRA to itself, after EXIT: no loop
+
+    def test_tree_needs_a_barrier_in_its_loop(self):
+        tree = sass("STS [R2], R3", "BAR.SYNC.DEFER_BLOCKING 0x0", "LDS R4, [R2]", "LDS R5, [R2+0x4]",
+                    "FADD R4, R4, R5", "STS [R2], R4", "BAR.SYNC.DEFER_BLOCKING 0x0", "@P0 BRA 0x20", "EXIT")[0]
+        serial = sass("STS [R2], R3", "BAR.SYNC.DEFER_BLOCKING 0x0", "LDS R4, [R2]", "FADD R6, R6, R4",
+                      "@P0 BRA 0x20", "STS [R2], R6", "BAR.SYNC.DEFER_BLOCKING 0x0", "EXIT")[0]
+        self.assertTrue(technique.check_block_tree(tree)[0])
+        self.assertFalse(technique.check_block_tree(serial)[0])
+
+    def test_mma_products_trace_fragments_to_their_loads(self):
+        split = [f"LOP3.LUT R{30 + k}, R{10 + k}, 0xffffe000, RZ, 0xc0, !PT" for k in range(4)]
+        split += [f"FADD R{34 + k}, R{10 + k}, -R{30 + k}" for k in range(4)]
+        body = sass("LDS.64 R10, [R0]", "LDS.64 R12, [R0+0x8]", "LDS.64 R20, [R1]", *split,
+                    "HMMA.1688.F32.TF32 R40, R30, R20, R40", "HMMA.1688.F32.TF32 R40, R34, R20, R40",
+                    "HMMA.1688.F32.TF32 R44, R10, R22, R44")[0].code
+        (a1, b1, f1), (a2, b2, f2), (a3, b3, _) = technique.mma_products(body)
+        self.assertEqual((a1, b1), (a2, b2))  # one fragment pair: the loads at 0x00, 0x10 and 0x20
+        self.assertEqual((a1, b1), (frozenset({0x00, 0x10}), frozenset({0x20})))
+        self.assertEqual((f1, f2), (False, True))  # big, then small (through FADD)
+        self.assertEqual(b3, frozenset({("in", 22), ("in", 23)}))  # not written here: stands for itself
+
+
+class CheckSassInterface(unittest.TestCase):
+    """scripts/check_sass.sh on a made-up build whose cuobjdump prints saved disassemblies: the
+    grader's interface (LADDER_SASS_STAGES, PASS/FAIL lines, the exit code)."""
+
+    def run_check(self, variant):
+        with tempfile.TemporaryDirectory(prefix="check_sass_") as build:
+            with open(os.path.join(build, "stages.tsv"), "w") as f:
+                f.write("# id\tfolder\tname\tkind\n03\t03_shared_tree\tshared_tree\tgpu\t\t\n")
+            obj = os.path.join(build, "CMakeFiles", "stage_03.dir", "stages", "x.cu.o")
+            os.makedirs(os.path.dirname(obj))
+            with open(obj, "w") as f:
+                f.write("")
+            with gzip.open(variant.data("sm_90"), "rt") as f, open(obj + ".sass", "w") as g:
+                g.write(f.read())
+            fake = os.path.join(build, "cuobjdump")
+            with open(fake, "w") as f:
+                f.write('#!/bin/sh\ncat "$2.sass"\n')
+            os.chmod(fake, 0o755)
+            env = dict(os.environ, CUOBJDUMP=fake, LADDER_SASS_STAGES="03", PYTHONDONTWRITEBYTECODE="1")
+            return subprocess.run(["bash", os.path.join(ROOT, "scripts", "check_sass.sh"), build],
+                                  capture_output=True, text=True, env=env)
+
+    def test_pass_and_fail(self):
+        honest, serial = (next(v for v in VARIANTS if v.rung == "03_shared_tree" and v.name == n)
+                          for n in ("honest", "serial_by_thread0"))
+        p = self.run_check(honest)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("PASS: stage 03: a shared-memory tree", p.stdout)
+        p = self.run_check(serial)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertRegex(p.stdout, r"(?m)^FAIL: stage 03: a shared-memory tree in pool_shared_tree: no loop")
+
+    def test_check_mode_names_a_stage_without_rules(self):
+        with tempfile.TemporaryDirectory(prefix="check_sass_") as build:
+            with open(os.path.join(build, "stages.tsv"), "w") as f:
+                f.write("03\t03_shared_tree\tshared_tree\tgpu\n99\t99_unknown_rung\tunknown_rung\tgpu\n")
+            p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "check_sass.sh"), "--check", build],
+                               capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+            self.assertEqual(p.returncode, 1)
+            self.assertRegex(p.stdout, r"(?m)^FAIL: stage 99 unknown_rung: no SASS expectation")
+
+
+def real_build():
+    build = os.environ.get("LADDER_TECHNIQUE_BUILD", os.path.join(ROOT, "build"))
+    if glob.glob(os.path.join(build, "CMakeFiles", "stage_*.dir", "**", "*.o"), recursive=True) and \
+            technique.find_cuobjdump():
+        return build
+    return None
+
+
+class RealBuild(unittest.TestCase):
+    @unittest.skipUnless(real_build(), "no build with stage objects (LADDER_TECHNIQUE_BUILD), or no cuobjdump")
+    def test_every_rung_of_the_build_passes(self):
+        failures, lines = technique.check_build(real_build())
+        self.assertEqual(failures, 0, "\n".join(l for l in lines if l.startswith("FAIL")))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--regenerate"]:
+        regenerate()
+    else:
+        unittest.main()
