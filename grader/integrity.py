@@ -50,7 +50,7 @@ nothing. The rules, kept in one place (the constants under "the rules" below; do
 What the rules cannot see (docs/assignments.md, "Integrity"): code that reaches a function
 without importing it (an address computed from another one, inline assembly: a syscall
 instruction), what the program does with memory at run time, and a solution copied into the
-rung's own source. The libraries a program really maps are checked at run time by
+rung's own source. The libraries a program really maps are checked at run time, rule 5, by
 loaded_libraries.py (an LD_AUDIT library); a library mapped by hand with mmap, without the
 loader, is stopped only by rule 4 refusing mmap, mprotect and open.
 
@@ -150,6 +150,7 @@ IMPORT_ALLOWED = [
     r"stdout|stderr|__stack_chk_fail|__stack_chk_guard|abort|__assert_fail|__errno_location|malloc|calloc|realloc|free|"
     r"posix_memalign|aligned_alloc|qsort|abs|labs|llabs|(__isoc23_)?strto(l|ul|ll|ull|f|d|ld)|clock_gettime|"
     r"gettimeofday|clock|time",
+    r"__[a-z]+[sdtxhb][ifc][234]|__(float|fix)\w+|__(extend|trunc)\w+[23]",  # libgcc's arithmetic (__int128, popcount)
     r"(__)?(a?(sin|cos|tan)h?|atan2|sincos|exp|exp2|exp10|expm1|log|log2|log10|log1p|pow|sqrt|cbrt|hypot|fabs|floor|ceil|"
     r"round|lround|llround|trunc|rint|lrint|llrint|nearbyint|fmod|remainder|remquo|fma|fmax|fmin|fdim|frexp|ldexp|"
     r"scalbn|modf|copysign|nextafter|erf|erfc|tgamma|lgamma|ilogb|logb)[fl]?(_finite)?",
@@ -167,7 +168,8 @@ IMPORT_STD_DENIED = [
 # throw_cuda_error, blocks_for, shared_memory_per_block_limit, valid_input_range, the problems'
 # own methods, p38's make_geometry, clamp_lo, clamp_hi and pool_divisor, p74's make_geometry,
 # grid_for and kernelbench_family_mismatch; the rest of the list is their siblings in the same
-# headers (problem shapes, error text, device limits), which compute nothing the rung must.
+# headers (problem shapes, error text, device limits) and the types a rung is handed or throws,
+# which compute nothing the rung must.
 LIBRARY_DENIED = [
     (r"ladder::(\w+::)?(make_inputs|make_grad_out|standard_normal|generate_pool_tensor|exact_\w+|check_exact_inputs)",
      "the input generator"),
@@ -183,14 +185,17 @@ LIBRARY_DENIED = [
 LIBRARY_ALLOWED = [
     r"ladder::(throw_cuda_error|cuda_error_hint|cuda_error_text|is_sticky_cuda_error|sticky_cuda_error|"
     r"cuda_device_available|shared_memory_per_block_limit|device_allocate|format_bytes|blocks_for|valid_input_range|"
-    r"to_string|cost_of|Problem(::\w+)?)",
+    r"to_string|cost_of|(Problem|StageDescriptor|PhaseMarks|GpuStageArgs|PoolArgs|DeviceInputs|DeviceBuffer|"
+    r"CudaError|DeviceMemoryError|InvalidProblem|ConvParams|TapRange|Tf32Split)(::\w+)?)",
+    r"ladder::(p38|p74)::(Rung|RungArgs|PhaseMarks|DeviceInputs|Geometry|InvalidProblem)(::\w+)?",
     r"ladder::p38::(Problem38(::\w+)?|Triple::str|to_string|checked_mul|conv_transpose_out_size|validate_conv_transpose3d|"
     r"pool_out_size|make_geometry|pool_divisor|clamp_lo|clamp_hi|clamp_value|taps_per_position)",
     r"ladder::p74::(Problem74(::\w+)?|max_pool_out_size|make_geometry|grid_for|kernelbench_family_mismatch|slope)",
 ]
 OUTSIDE_IMPORTS = "outside the rung's import allow-list"
 
-RULE_NAMES = {1: "forbidden names", 2: "allow-list", 3: "static constructors", 4: "imports"}
+# Rule 5 is checked at run time, not here: the libraries a plain run maps (loaded_libraries.py).
+RULE_NAMES = {1: "forbidden names", 2: "allow-list", 3: "static constructors", 4: "imports", 5: "loaded libraries"}
 EXTERNAL = {"GLOBAL", "WEAK", "UNIQUE", "GNU_UNIQUE"}
 WEAK = {"WEAK", "UNIQUE", "GNU_UNIQUE"}
 MAX_LINES = 12  # findings listed in a report; the rest are counted

@@ -25,6 +25,7 @@ Used by the grader (runs.py):
     env, fds, collect = loaded_libraries.audited(cmd, audit)    # per run
     p = subprocess.run(cmd, env={**base_env, **env}, pass_fds=fds, ...)
     findings = loaded_libraries.check(collect(), program=cmd[0], untrusted=[work_dir])
+    lines = loaded_libraries.report_lines(findings, "stage_03_shared_tree")  # integrity rule 5
 """
 import hashlib
 import os
@@ -34,6 +35,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
+
+import integrity
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "load_audit.c")
 FD_VARIABLE = "LADDER_LOAD_AUDIT_FD"
@@ -121,6 +124,12 @@ def audited(cmd, audit):
         return lines + ([f"[over {MAX_BYTES} bytes]"] if size[0] > MAX_BYTES else [])
 
     return {"LD_AUDIT": audit, FD_VARIABLE: str(write_fd)}, (write_fd,), collect
+
+
+def report_lines(findings, label):
+    """check's findings as the grader's failing lines, integrity rule 5 (label: the run, e.g. the
+    program and its problem)."""
+    return [f"{integrity.FAIL} rule 5 ({integrity.RULE_NAMES[5]}): {label}: {f}" for f in findings]
 
 
 def under(path, roots):

@@ -1,13 +1,14 @@
 """The technique check: does a rung's machine code show the rung's idea?
 
 It disassembles the rung's objects (`cuobjdump -sass`), splits the code per function and
-architecture, and finds the loops: a branch to a lower address (BRA) closes a loop whose body
-runs from the target to the branch. A check then asks something of a named kernel's loops and
+architecture, and finds the loops: the natural loops of each function's control-flow graph (a
+branch back to a block that dominates it, usually a BRA to a lower address). A check then asks something of a named kernel's loops and
 counts, not merely whether an opcode occurs: a tree is a barrier inside the loop that halves
 (or a chain of barrier-separated levels), not any BAR/LDS/STS; 3xTF32 is three mma per pair of
-loaded fragments, not rung 10's one. RULES holds every rung's checks: the stages keyed by their
-name (the folder name without its number, so renumbering keeps them), the track rungs by their
-id (p38-03). CHECKS documents each kind of check: what it proves and what fails it.
+loaded fragments, not rung 10's one. STAGE_RULES holds the stages' checks, keyed by the stage's
+name (its folder's name without the number, so renumbering keeps them), TRACK_RULES the track
+rungs', keyed by id (p38-03). The check_* functions (CHECKS) say what each kind proves and
+which wrong technique fails it.
 
 A check names a kernel by a substring of its base name (the identifier; for a template, the
 identifier followed by its mangled arguments, e.g. conv_exp_partialsILb1E). Every function of
@@ -62,9 +63,8 @@ class Ins:
 
 @dataclass
 class Loop:
-    start: int
-    end: int
-    body: list            # every instruction from start to end, nested loops' included
+    header: int
+    body: list            # its instructions in address order, nested loops' included
     innermost: bool = True
 
     def has(self, pattern):
@@ -74,7 +74,83 @@ class Loop:
         return sum(1 for i in self.body if pattern.match(i.op))
 
     def where(self):
-        return f"loop {self.start:#06x}-{self.end:#06x}"
+        return f"loop {self.header:#06x}-{max(i.addr for i in self.body):#06x}"
+
+
+ENDS_BLOCK = {"BRA", "CALL", "EXIT", "RET", "KILL", "BRX", "JMP", "JMX"}
+
+
+def successors(ins, next_addr):
+    """Where control goes after `ins`: its branch target and/or the next instruction. A branch
+    or an exit under a predicate may fall through; BRA.DIV branches only when the warp diverged;
+    CALL returns (and its target is reached); an indirect jump's targets are unknown."""
+    target = re.search(r"0x([0-9a-f]+)\s*$", ins.args[-1]) if ins.args and ins.base in ("BRA", "CALL") else None
+    out = [int(target.group(1), 16)] if target else []
+    conditional = ins.pred not in ("", "@PT") or ".DIV" in ins.op or ins.base == "CALL"
+    if ins.base not in ENDS_BLOCK or conditional:
+        out.append(next_addr)
+    return [a for a in out if a is not None]
+
+
+def natural_loops(code):
+    """The natural loops of a function: a back edge u -> h (h dominates u) and every block that
+    reaches u without passing h, merged per header. Code the compiler lays out after the exit
+    and jumps back from (a shuffle's divergent fallback) is part of a loop only when it is
+    reached from inside one: a plain backward branch would make it a loop of its own."""
+    if not code:
+        return []
+    index = {i.addr: k for k, i in enumerate(code)}
+    leaders = {code[0].addr}
+    for k, i in enumerate(code):
+        if i.base in ENDS_BLOCK:
+            leaders.update(a for a in successors(i, None) if a in index)
+            if k + 1 < len(code):
+                leaders.add(code[k + 1].addr)
+    starts = sorted(a for a in leaders if a in index)
+    blocks, succ = {}, {}
+    for n, start in enumerate(starts):
+        end = index[starts[n + 1]] if n + 1 < len(starts) else len(code)
+        blocks[start] = code[index[start]:end]
+        last = blocks[start][-1]
+        nxt = code[end].addr if end < len(code) else None
+        succ[start] = [a for a in successors(last, nxt) if a in blocks or a in leaders]
+    pred = {b: [] for b in blocks}
+    for b, ss in succ.items():
+        for s in ss:
+            pred.setdefault(s, []).append(b)
+    # dominators of the blocks reachable from the entry (iterative data flow)
+    entry, reach, todo = starts[0], {starts[0]}, [starts[0]]
+    while todo:
+        for s in succ[todo.pop()]:
+            if s not in reach:
+                reach.add(s)
+                todo.append(s)
+    dom = {b: set(reach) for b in reach}
+    dom[entry] = {entry}
+    changed = True
+    while changed:
+        changed = False
+        for b in starts:
+            if b == entry or b not in reach:
+                continue
+            ps = [dom[p] for p in pred[b] if p in reach]
+            new = set.intersection(*ps) | {b} if ps else {b}
+            if new != dom[b]:
+                dom[b], changed = new, True
+    members = {}
+    for u in reach:
+        for h in succ[u]:
+            if h in dom[u]:  # a back edge
+                body, todo = members.setdefault(h, {h}), [u]
+                while todo:
+                    b = todo.pop()
+                    if b not in body:
+                        body.add(b)
+                        todo.extend(p for p in pred[b] if p in reach)
+    loops = [Loop(h, sorted((i for b in bs for i in blocks[b]), key=lambda i: i.addr)) for h, bs in sorted(members.items())]
+    for a in loops:
+        a.innermost = not any(b is not a and members[b.header] < members[a.header] for b in loops)
+    return loops
 
 
 @dataclass
@@ -83,6 +159,7 @@ class Function:
     arch: str
     code: list = field(default_factory=list)
     _loops: list = None
+    _looped: set = None
 
     @property
     def short(self):
@@ -90,24 +167,14 @@ class Function:
 
     @property
     def loops(self):
-        """The loops, one per target of backward branches (the farthest branch closes it)."""
         if self._loops is None:
-            ends = {}
-            for i in self.code:
-                if i.base == "BRA" and i.args:
-                    m = re.search(r"0x([0-9a-f]+)\s*$", i.args[-1])
-                    # BRA to itself is the trap after the last EXIT, not a loop
-                    if m and int(m.group(1), 16) < i.addr:
-                        t = int(m.group(1), 16)
-                        ends[t] = max(ends.get(t, 0), i.addr)
-            loops = [Loop(s, e, [i for i in self.code if s <= i.addr <= e]) for s, e in sorted(ends.items())]
-            for a in loops:
-                a.innermost = not any(b is not a and a.start <= b.start and b.end <= a.end for b in loops)
-            self._loops = loops
+            self._loops = natural_loops(self.code)
+            self._looped = {i.addr for l in self._loops for i in l.body}
         return self._loops
 
     def in_loop(self, ins):
-        return any(l.start <= ins.addr <= l.end for l in self.loops)
+        self.loops
+        return ins.addr in self._looped
 
 
 def base_name(mangled):

@@ -25,6 +25,8 @@ echo "building for CUDA architecture(s) $LADDER_CUDA_ARCHS"
 
 echo "== the tooling's own tests"
 python3 scripts/test_assignment.py
+python3 scripts/test_technique.py
+python3 scripts/test_integrity_allowlist.py
 python3 scripts/test_handout_links.py
 
 echo "== markers"

@@ -153,7 +153,9 @@ int work(int n) {
   std::fprintf(stderr, "%zu\n", std::strlen(buf));
   std::cout << names[n] << std::endl;
   std::unique_ptr<int[]> scratch(new int[n]);
-  return int(seen.size()) + scratch[0];
+  unsigned __int128 wide = (unsigned __int128)t * 12345u;  // libgcc's __udivti3, __popcountdi2
+  wide /= (unsigned __int128)(n + 1);
+  return int(seen.size()) + scratch[0] + int(wide) + __builtin_popcountll((unsigned long long)t);
 }
 }  // namespace
 const StageDescriptor& stage_{id}_descriptor() {
@@ -421,6 +423,8 @@ class LoadAuditTest(unittest.TestCase):
         wrapped = [f"{main}/usr/bin/bwrap", "/lib/x86_64-linux-gnu/libselinux.so.1"] + ok
         self.assertEqual(check(wrapped, program="/w/prog", wrappers=["/usr/bin/bwrap"]), [])
         self.assertTrue(check(wrapped, program="/w/prog"))
+        self.assertEqual(loaded_libraries.report_lines(["loaded /x/libcublas.so.13: outside"], "prog"),
+                         [f"{integrity.FAIL} rule 5 (loaded libraries): prog: loaded /x/libcublas.so.13: outside"])
         with self.assertRaises(ValueError):
             loaded_libraries.audited(["/usr/local/cuda/bin/compute-sanitizer", "/w/prog"], self.audit)
 

@@ -11,7 +11,9 @@ edit that no longer applies means the saved code is stale: regenerate it).
 
   python3 scripts/test_technique.py                 the tests (seconds; no GPU, nvcc or cuobjdump)
   python3 scripts/test_technique.py --regenerate    recompile the variants into testdata (nvcc, cuobjdump)
-  LADDER_TECHNIQUE_COMPILE=1 ...                    also compile and check the variants now
+  LADDER_TECHNIQUE_COMPILE=1 ...                    also compile and check the variants now (sm_90,
+                                                    and sm_75 or sm_80), and grader/fixtures' technique
+                                                    and valid ("loses: nothing") fixtures (minutes)
   LADDER_TECHNIQUE_BUILD=DIR ...                    also check a build's real objects (default: build,
                                                     when it has stage objects and cuobjdump is found)
 """
@@ -33,7 +35,10 @@ sys.path.insert(0, os.path.join(ROOT, "grader"))
 import technique  # noqa: E402
 
 DATA = os.path.join(ROOT, "scripts", "testdata", "technique")
-ARCHS = ("sm_90", "sm_75")  # the course's tuned GPU, and what CI builds for (no TF32 mma, no cp.async)
+# Saved: sm_90 (the tuned GPU) for every rung, and sm_75 (what CI's grader checks build: no TF32
+# mma, no cp.async) for the rungs CI grades. Compiled now (LADDER_TECHNIQUE_COMPILE): sm_90, and
+# sm_80 for the rungs that need it, sm_75 for the others.
+CI_RUNGS = ("02_", "03_", "04_", "p38-", "p74-")
 
 
 @dataclass
@@ -49,8 +54,11 @@ class Variant:
         key = self.rung if self.rung in technique.TRACK_RULES else self.rung[3:]
         return technique.TRACK_RULES.get(key, technique.STAGE_RULES.get(key))
 
-    def archs(self):
-        return ARCHS[:1] if any(r.get("needs_sm80") for r in self.rules) else ARCHS
+    def saved_archs(self):
+        return ("sm_90", "sm_75") if self.rung.startswith(CI_RUNGS) else ("sm_90",)
+
+    def compile_archs(self):
+        return ("sm_90", "sm_80") if any(r.get("needs_sm80") for r in self.rules) else ("sm_90", "sm_75")
 
     def data(self, arch):
         return os.path.join(DATA, f"{self.rung}__{self.name}.{arch}.sass.gz")
@@ -450,7 +458,7 @@ def regenerate():
     for old in glob.glob(os.path.join(DATA, "*.sass.gz")):
         os.remove(old)
     for v in VARIANTS:
-        for arch in v.archs():
+        for arch in v.saved_archs():
             text = trim(compile_variant(v, arch, nvcc, cuobjdump), v.rules)
             with gzip.open(v.data(arch), "wt", encoding="utf-8", compresslevel=9) as f:
                 f.write(text)
@@ -490,7 +498,7 @@ class SavedVariants(unittest.TestCase):
 
     def test_saved(self):
         for v in VARIANTS:
-            for arch in v.archs():
+            for arch in v.saved_archs():
                 with self.subTest(rung=v.rung, variant=v.name, arch=arch):
                     self.assertTrue(os.path.isfile(v.data(arch)),
                                     f"{v.data(arch)} missing: python3 scripts/test_technique.py --regenerate")
@@ -519,9 +527,29 @@ class SavedVariants(unittest.TestCase):
         if not nvcc or not cuobjdump:
             self.skipTest("no nvcc or cuobjdump")
         for v in VARIANTS:
-            for arch in v.archs():
+            for arch in v.compile_archs():
                 with self.subTest(rung=v.rung, variant=v.name, arch=arch):
                     self.verdicts(v, compile_variant(v, arch, nvcc, cuobjdump), arch)
+
+    @unittest.skipUnless(os.environ.get("LADDER_TECHNIQUE_COMPILE"), "set LADDER_TECHNIQUE_COMPILE=1 to compile")
+    def test_grader_fixtures_compiled_now(self):
+        """The selftest's fixtures (grader/fixtures): those that lose technique fail a check here,
+        those that lose nothing (valid alternatives) pass every one."""
+        import selftest
+        nvcc, cuobjdump = find_tool("nvcc", "NVCC"), find_tool("cuobjdump", "CUOBJDUMP")
+        if not nvcc or not cuobjdump:
+            self.skipTest("no nvcc or cuobjdump")
+        folders = {os.path.basename(d)[:2]: os.path.basename(d) for d in glob.glob(os.path.join(ROOT, "stages", "[01]*_*"))}
+        for path in sorted(glob.glob(os.path.join(ROOT, "grader", "fixtures", "*", "*.fixture"))):
+            fx = selftest.parse_fixture(path)
+            if fx["loses"] not in ("technique", "nothing"):
+                continue
+            v = Variant(fx["rung"] if fx["rung"].startswith("p") else folders[fx["rung"]], fx["name"],
+                        [(fx["file"], o, r) for o, r in fx["edits"]])
+            for arch in v.compile_archs():
+                with self.subTest(fixture=fx["name"], arch=arch):
+                    failed = failed_checks(technique.parse(compile_variant(v, arch, nvcc, cuobjdump)), v.rules)
+                    self.assertEqual(bool(failed), fx["loses"] == "technique", f"{fx['name']}: {failed}")
 
 
 SASS = """\
@@ -553,8 +581,17 @@ class Model(unittest.TestCase):
     def test_loops(self):
         fn = sass("S2R R0, SR_TID.X", "LDS R1, [R0]", "BAR.SYNC.DEFER_BLOCKING 0x0", "@P0 BRA 0x10",
                   "LDS R2, [R0]", "@P1 BRA 0x40", "EXIT", "BRA 0x70")[0]
-        self.assertEqual([(l.start, l.end, l.innermost) for l in fn.loops], [(0x10, 0x30, True), (0x40, 0x50, True)])
+        self.assertEqual([(l.where(), l.innermost) for l in fn.loops],
+                         [("loop 0x0010-0x0030", True), ("loop 0x0040-0x0050", True)])
         self.assertFalse(fn.in_loop(fn.code[-1]))  # BRA to itself, after EXIT: no loop
+        # a shuffle's divergent fallback, after EXIT, jumps back into straight code: no loop
+        fn = sass("S2R R0, SR_TID.X", "BRA.DIV UR4, 0x60", "SHFL.BFLY PT, R1, R0, 0x1, 0x1f", "FADD R0, R0, R1",
+                  "STG.E desc[UR4][R2.64], R0", "EXIT", "WARPSYNC.ALL", "BRA 0x30")[0]
+        self.assertEqual(fn.loops, [])
+        # ... and inside a loop, it is part of that loop
+        fn = sass("S2R R0, SR_TID.X", "BRA.DIV UR4, 0x60", "SHFL.BFLY PT, R1, R0, 0x1, 0x1f", "FADD R0, R0, R1",
+                  "@P0 BRA 0x10", "EXIT", "SHFL.BFLY PT, R1, R0, 0x1, 0x1f", "BRA 0x30")[0]
+        self.assertEqual([(l.where(), len(l.body)) for l in fn.loops], [("loop 0x0010-0x0070", 6)])
 
     def test_tree_needs_a_barrier_in_its_loop(self):
         tree = sass("STS [R2], R3", "BAR.SYNC.DEFER_BLOCKING 0x0", "LDS R4, [R2]", "LDS R5, [R2+0x4]",
