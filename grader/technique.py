@@ -2,13 +2,14 @@
 
 It disassembles the rung's objects (`cuobjdump -sass`), splits the code per function and
 architecture, and finds the loops: the natural loops of each function's control-flow graph (a
-branch back to a block that dominates it, usually a BRA to a lower address). A check then asks something of a named kernel's loops and
-counts, not merely whether an opcode occurs: a tree is a barrier inside the loop that halves
-(or a chain of barrier-separated levels), not any BAR/LDS/STS; 3xTF32 is three mma per pair of
-loaded fragments, not rung 10's one. STAGE_RULES holds the stages' checks, keyed by the stage's
-name (its folder's name without the number, so renumbering keeps them), TRACK_RULES the track
-rungs', keyed by id (p38-03). The check_* functions (CHECKS) say what each kind proves and
-which wrong technique fails it.
+branch back to a block that dominates it, usually a BRA to a lower address). A check then asks
+something of a named kernel's loops and counts, not merely whether an opcode occurs: a tree is
+a barrier inside the loop that halves (or a chain of barrier-separated levels), not any
+BAR/LDS/STS; 3xTF32 is three mma per pair of loaded fragments, not rung 10's one.
+
+STAGE_RULES holds the stages' checks, keyed by the stage's name (its folder's name without the
+number, so renumbering keeps them), TRACK_RULES the track rungs', keyed by id (p38-03). The
+check_* functions (CHECKS) say what each kind proves and which wrong technique fails it.
 
 A check names a kernel by a substring of its base name (the identifier; for a template, the
 identifier followed by its mangled arguments, e.g. conv_exp_partialsILb1E). Every function of
@@ -18,16 +19,21 @@ TF32 mma and no cp.async. Every GPU stage also may use no local memory (LDL/STL)
 LADDER_SASS_STRICT_ARCH (default sm_90), where the register budgets are tuned.
 
 What it cannot see: which kernel run() launches (a kernel compiled but never launched still
-passes), and whether the loops compute the right thing (the correctness parts decide that).
+passes); whether the loops compute the right thing (the correctness parts decide that); a
+wrong technique dressed in the right instructions (a serial sum written to shared memory at
+every step and fully unrolled counts as tree levels; three mma per pair with a meaningless
+"small" operand pass 3xTF32). The rules are tested on nvcc 13.0's code for sm_75 to sm_90
+(scripts/test_technique.py).
 
 Command line (scripts/check_sass.sh calls it; LADDER_SASS_STAGES="03 p38-03" picks rungs):
   python3 grader/technique.py [--cuobjdump PATH] BUILD    every stage of BUILD/stages.tsv and,
                                                           unless rungs are picked, every built
                                                           track rung that has rules
-  python3 grader/technique.py --check BUILD               every GPU stage has an entry in RULES
+  python3 grader/technique.py --check BUILD               every GPU stage has an entry in STAGE_RULES
   python3 grader/technique.py --sass FILE RUNG            a saved disassembly, RUNG a stage name
                                                           or a track rung id (the tests)
-Prints one PASS/FAIL line per check; exits 1 when one fails.
+Prints one PASS/FAIL line per check; exits 1 when one fails. grader/track.py calls
+check_track(object, rung) for a track rung.
 """
 import collections
 import glob
@@ -147,7 +153,8 @@ def natural_loops(code):
                     if b not in body:
                         body.add(b)
                         todo.extend(p for p in pred[b] if p in reach)
-    loops = [Loop(h, sorted((i for b in bs for i in blocks[b]), key=lambda i: i.addr)) for h, bs in sorted(members.items())]
+    loops = [Loop(h, sorted((i for b in bs for i in blocks[b]), key=lambda i: i.addr))
+             for h, bs in sorted(members.items())]
     for a in loops:
         a.innermost = not any(b is not a and members[b.header] < members[a.header] for b in loops)
     return loops
@@ -268,12 +275,14 @@ def mma_products(body):
         m = REGISTER.search(arg)
         return [int(m.group(1)) + k for k in range(n)] if m else []
 
+    def loads(rs):
+        return frozenset().union(*(source.get(r, {("in", r)}) for r in rs))
+
     for sweep in (0, 1):
         for ins in body:
             if ins.base == "HMMA" and sweep and len(ins.args) >= 3:
                 a, b = regs(ins.args[1], 4), regs(ins.args[2], 2)
-                prov = lambda rs: frozenset().union(*(source.get(r, {("in", r)}) for r in rs))  # noqa: E731
-                out.append((prov(a), prov(b), any(floated.get(r, False) for r in a + b)))
+                out.append((loads(a), loads(b), any(floated.get(r, False) for r in a + b)))
             dest = destination(ins)
             if dest is None:
                 continue
@@ -282,7 +291,7 @@ def mma_products(body):
             if ins.base in LOADS:
                 prov, fl = {ins.addr}, False
             else:
-                prov = set().union(*(source.get(r, {("in", r)}) for r in srcs)) if srcs else set()
+                prov = set(loads(srcs))
                 fl = ins.base in FLOAT_ARITH or any(floated.get(r, False) for r in srcs)
             for r in range(reg, reg + width):
                 if ins.pred:  # a predicated write may not happen: keep what was there too
@@ -296,33 +305,29 @@ def mma_products(body):
 # ---- the checks -------------------------------------------------------------------------------
 # Each takes one function and the check's parameters and returns (passed, detail).
 
-def op_re(pattern):
-    return re.compile(pattern)
+BAR = re.compile(r"BAR\.SYNC")
+LDS = re.compile(r"LDS(\.|$)")
+STS = re.compile(r"STS(\.|$)")
+LDG = re.compile(r"LDG(\.|$)")
+LDG128 = re.compile(r"LDG\.(\w+\.)*128(\.|$)")
+LDS128 = re.compile(r"LDS\.(\w+\.)*128(\.|$)")
+FFMA = re.compile(r"FFMA(\.|$)")
+HMMA = re.compile(r"HMMA\.")
+GLOBAL_ADD_ATOMIC = re.compile(r"(RED|REDG|ATOM|ATOMG)\.[A-Z0-9_.]*ADD")
+TREE_SHUFFLE = re.compile(r"SHFL\.(BFLY|DOWN|UP)")
 
 
-BAR = op_re(r"BAR\.SYNC")
-LDS = op_re(r"LDS(\.|$)")
-STS = op_re(r"STS(\.|$)")
-LDG = op_re(r"LDG(\.|$)")
-LDG128 = op_re(r"LDG\.(\w+\.)*128(\.|$)")
-LDS128 = op_re(r"LDS\.(\w+\.)*128(\.|$)")
-FFMA = op_re(r"FFMA(\.|$)")
-HMMA = op_re(r"HMMA\.")
-GLOBAL_ADD_ATOMIC = op_re(r"(RED|REDG|ATOM|ATOMG)\.[A-Z0-9_.]*ADD")
-TREE_SHUFFLE = op_re(r"SHFL\.(BFLY|DOWN|UP)")
-
-
-def check_present(fn, sass, what=""):
+def check_present(fn, sass):
     """An instruction matching `sass` (an opcode regex) in the kernel."""
-    pattern = op_re(sass)
+    pattern = re.compile(sass)
     hit = next((i for i in fn.code if pattern.match(i.op)), None)
     return (True, hit.text()) if hit else (False, "none in its machine code")
 
 
-def check_absent(fn, sass, what=""):
+def check_absent(fn, sass):
     """No instruction matching `sass` in the kernel (e.g. no floating-point atomics: a
     deterministic sum)."""
-    pattern = op_re(sass)
+    pattern = re.compile(sass)
     hit = next((i for i in fn.code if pattern.match(i.op)), None)
     return (False, f"forbidden, found {hit.text()} at {hit.addr:#06x}") if hit else (True, "none")
 
@@ -403,20 +408,20 @@ def check_wide_loads_loop(fn):
     return False, mixed or "no loop loads global memory"
 
 
-def check_loop_has(fn, sass, what=""):
+def check_loop_has(fn, sass):
     """Some loop whose body (nested loops included) holds an instruction matching each regex of
     `sass` (a list)."""
-    patterns = [op_re(s) for s in sass]
+    patterns = [re.compile(s) for s in sass]
     for loop in fn.loops:
         if all(loop.has(p) for p in patterns):
             return True, loop.where()
     return False, f"no loop holds all of {', '.join(sass)}"
 
 
-def check_not_in_loop(fn, sass, what=""):
+def check_not_in_loop(fn, sass):
     """No instruction matching `sass` inside a loop (e.g. no global store per element: the fused
     kernel writes one partial per block, after its loops)."""
-    pattern = op_re(sass)
+    pattern = re.compile(sass)
     hit = next((i for i in fn.code if pattern.match(i.op) and fn.in_loop(i)), None)
     return (False, f"{hit.text()} at {hit.addr:#06x}, inside a loop") if hit else (True, "none inside a loop")
 
@@ -461,19 +466,20 @@ def check_async_pipeline(fn):
     loads and on cp.async waited for at once (wait_group 0: no overlap)."""
     best = None
     for loop in fn.loops:
-        if not (loop.has(op_re(r"LDGSTS")) and loop.has(op_re(r"LDGDEPBAR")) and loop.has(BAR)):
+        if not (loop.has(re.compile(r"LDGSTS")) and loop.has(re.compile(r"LDGDEPBAR")) and loop.has(BAR)):
             continue
         waits = [i for i in loop.body if i.op.startswith("DEPBAR")]
         pending = [i for i in waits if re.search(r"SB0\s*,?\s*0x0*[1-9]", ", ".join(i.args))]
         if pending:
             return True, f"{loop.where()}: LDGSTS, LDGDEPBAR, {pending[0].text()}, BAR.SYNC"
-        best = f"{loop.where()} copies with LDGSTS but waits for all of them ({', '.join(i.text() for i in waits) or 'no DEPBAR'}): no copy overlaps the compute"
+        best = (f"{loop.where()} copies with LDGSTS but waits for all of them "
+                f"({', '.join(i.text() for i in waits) or 'no DEPBAR'}): no copy overlaps the compute")
     return False, best or "no loop issues cp.async copies (LDGSTS), commits them (LDGDEPBAR) and has a barrier"
 
 
 def check_mma_loop(fn, sass=r"HMMA\.1688\.F32\.TF32"):
     """Tensor cores in the main loop: an innermost loop holds TF32 mma."""
-    pattern = op_re(sass)
+    pattern = re.compile(sass)
     loops = [l for l in fn.loops if l.innermost and l.has(pattern)]
     if loops:
         return True, f"{loops[0].where()}: {loops[0].count(pattern)} {sass.replace(chr(92), '')}"
@@ -565,7 +571,8 @@ TRACK_RULES = {
     "p38-03": [rule("block_tree", "softmax_block_per_row")],
     "p38-04": [rule("shuffles", "softmax_online")],
     "p38-05": [
-        rule("present", "conv_exp_partialsILb1E", sass=r"STG", what="the fused epilogue in its writing form, launched"),
+        rule("present", "conv_exp_partialsILb1E", sass=r"STG",
+             what="the fused epilogue in its writing form (instantiated by run's launch)"),
         rule("loop_has", "rescale", sass=[r"LDG", r"FMUL", r"STG"], what="one pass that reads, scales and writes"),
         rule("absent", "rescale", sass=r"MUFU\.EX2", what="no exponential recomputed in the rescale")],
     "p74-06": [rule("block_tree", "routed_block_tree")],
@@ -588,8 +595,9 @@ def apply(functions, rules, label, strict_arch=None):
     archs = sorted({f.arch for f in functions}, key=lambda a: (a == strict_arch, arch_number(a)))
     lines, ok = [], True
     if any(r.get("needs_sm80") for r in rules) and not any(arch_number(a) >= 80 for a in archs):
-        lines.append(f"FAIL: {label}: this build has no sm_80 or newer code, and the rung's idea (cp.async, TF32 "
-                     f"mma) needs sm_80; build for one such architecture too, e.g. -DCMAKE_CUDA_ARCHITECTURES=\"75;80\"")
+        lines.append(f"FAIL: {label}: this build has no sm_80 or newer code, and the rung's idea (cp.async, "
+                     f"TF32 mma) needs sm_80; build for one such architecture too, "
+                     f"e.g. -DCMAKE_CUDA_ARCHITECTURES=\"75;80\"")
         ok = False
     for r in rules:
         params = {k: v for k, v in r.items() if k not in ("check", "kernel", "needs_sm80")}

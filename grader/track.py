@@ -7,7 +7,7 @@ tracks/TRACK_name/rungs/NN_name.cu), the same parts and points as a stage (grade
              as for the stages (problems.seed_for), mixed with the secret in official runs;
   sanitizer  compute-sanitizer (memcheck with leak checking, racecheck, synccheck) on the
              program with --reps 1 --warmup 0 on small awkward problems;
-  technique  the rung's idea in its machine code (the SASS checks of its rungs.json entry, on its
+  technique  the rung's idea in its machine code (grader/technique.py's TRACK_RULES, on its
              own object) and the integrity check of that object (integrity.check_track);
   performance  `--rungs NN --json` at the rung's timing size, in rounds that alternate the
              student's program with the reference build's (this tree, official runs): the
@@ -47,12 +47,12 @@ import markers
 import problems
 import reports
 import runs
+import technique as technique_rules  # track.technique was this module's own check
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 import check_program  # noqa: E402  (scripts/: compute-sanitizer's location and exit code)
 
 NO_DEVICE = "not run: no CUDA device"
-SASS_OP = r"^(@!?U?P[0-9T]+\s+)?"  # the opcode is the first word after an optional predicate
 TODO_IN_NOTE = re.compile(runs.TODO_LINE.pattern.removeprefix("^").removesuffix("$"))  # anywhere in a note
 # A track's settings that follow from its name unless rungs.json says otherwise ({t}: the track).
 DEFAULTS = {"program": "{t}_ladder", "library": "{t}_track", "host_library": "{t}_host",
@@ -229,61 +229,6 @@ def sanitizer(exe, prog, number, tool, problem_args, timeout):
     return "pass", "\n".join(summary)
 
 
-def parse_sass(text):
-    """cuobjdump -sass output -> {function name: [instruction text]} over every architecture."""
-    out, current = {}, None
-    for line in text.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            current = out.setdefault(m.group(1), [])
-            continue
-        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line)
-        if m and current is not None:
-            current.append(m.group(1))
-    return out
-
-
-def opcode(instruction):
-    """An instruction's opcode: its first word, after the predicate (@P0, @!PT) where there is one."""
-    words = instruction.split()
-    return words[1] if instruction.startswith("@") else words[0]
-
-
-def technique(obj, checks, rung):
-    """(passed, lines): each check {kernel, what, sass} must find an instruction matching `sass`
-    (an opcode regex) in a function of the rung's object whose mangled name contains `kernel`;
-    a check with "absent": true must find none in any such function ("kernel": "" names every
-    function of the object)."""
-    cuobjdump = integrity.find_cuobjdump()
-    if not cuobjdump:
-        return False, ["FAIL: cuobjdump not found (install the CUDA toolkit's cuobjdump and nvdisasm, e.g. pip "
-                       "install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP)"]
-    env = dict(os.environ, PATH=os.path.dirname(cuobjdump) + os.pathsep + os.environ.get("PATH", ""))
-    p = subprocess.run([cuobjdump, "-sass", obj], capture_output=True, text=True, env=env)
-    functions = parse_sass(p.stdout)
-    lines, ok = [], True
-    for check in checks:
-        mine = {name: code for name, code in functions.items() if check["kernel"] in name}
-        pattern = re.compile(SASS_OP + check["sass"])
-        hit = next((ins for code in mine.values() for ins in code if pattern.match(ins)), None)
-        where = f"rung {rung}: {check['what']} in {check['kernel'] or 'any function'}"
-        if check.get("absent"):
-            if hit is None:
-                lines.append(f"PASS: {where}: none ({len(mine)} function(s) read)")
-                continue
-            lines.append(f"FAIL: {where}: forbidden, found {opcode(hit)}")
-        elif not mine:
-            lines.append(f"FAIL: rung {rung}: no kernel {check['kernel']} in {os.path.basename(obj)} "
-                         f"(looking for {check['what']})")
-        elif hit is None:
-            lines.append(f"FAIL: {where}: none in its machine code")
-        else:
-            lines.append(f"PASS: {where} ({opcode(hit)})")
-            continue
-        ok = False
-    return ok, lines
-
-
 def reference_program(args, root, work, t, ctx):
     """The reference build's program (this tree, built once per work folder), or None with the
     reason in ctx["reference_why"]."""
@@ -404,8 +349,7 @@ def grade_rung(args, r, ctx):
     if not built:
         msg = "does not link:\n" + build_log + ("\n" + "\n".join(report.lines()) if report.failed else "")
         return [P(p, score=0, output=msg) for p in pts]
-    ok, lines = technique(os.path.join(ctx["build"], object_target(t, rung_file)),
-                          t["rungs"].get(number, {}).get("technique", []), r)
+    ok, lines = technique_rules.check_track(os.path.join(ctx["build"], object_target(t, rung_file)), r)
     bad = report.failed
     lines += report.lines()
     if bad:

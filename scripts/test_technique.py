@@ -296,7 +296,7 @@ VARIANTS = [
 """)], ("wide_loads_loop",), "the chunk read with 4-byte loads"),
 
     Variant("13_single_launch", "honest"),
-    Variant("13_single_launch", "no_fence", [(S13, region(S13, "cuda::atomic_ref<unsigned, cuda::thread_scope_device> count",
+    Variant("13_single_launch", "no_fence", [(S13, region(S13, "cuda::atomic_ref<unsigned, cuda::thread_scope_device>",
                                                           "count.store(0u"), """\
     *last = atomicAdd(counter, 1u) == expected - 1u;  // relaxed: no release, no acquire
     if (*last) {
@@ -436,7 +436,7 @@ def trim(text, rules):
     instantiation (KW = 3) of each, and, for a rule on every function (kernel ""), those that
     break it; instructions without their encodings."""
     kernels = {r["kernel"] for r in rules} - {""}
-    every = [technique.op_re(r["sass"]) for r in rules if r["kernel"] == ""]
+    every = [re.compile(r["sass"]) for r in rules if r["kernel"] == ""]
     templated = re.compile(r"ILi(\d)E")
     out = []
     for f in technique.parse(text):
@@ -539,7 +539,8 @@ class SavedVariants(unittest.TestCase):
         nvcc, cuobjdump = find_tool("nvcc", "NVCC"), find_tool("cuobjdump", "CUOBJDUMP")
         if not nvcc or not cuobjdump:
             self.skipTest("no nvcc or cuobjdump")
-        folders = {os.path.basename(d)[:2]: os.path.basename(d) for d in glob.glob(os.path.join(ROOT, "stages", "[01]*_*"))}
+        folders = {os.path.basename(d)[:2]: os.path.basename(d)
+                   for d in glob.glob(os.path.join(ROOT, "stages", "[01]*_*"))}
         for path in sorted(glob.glob(os.path.join(ROOT, "grader", "fixtures", "*", "*.fixture"))):
             fx = selftest.parse_fixture(path)
             if fx["loses"] not in ("technique", "nothing"):
