@@ -14,13 +14,15 @@ import integrity as integrity_check
 import problems
 import sandbox
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+import check_program  # noqa: E402  (scripts/: the problem lists, compute-sanitizer's location and exit code)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the grader's own tree: its tools
 MAX_REPORT_BYTES = 64 << 20
 EXCERPT_LINES, EXCERPT_CHARS = 3, 200
 
 # A compute-sanitizer summary with at least one error or hazard.
 SANITIZER_ERROR = re.compile(r"ERROR SUMMARY: [1-9]\d* error|\(([1-9]\d*) errors?,|[1-9]\d* hazards? displayed \([1-9]")
-TODO_LINE = re.compile(r"^TODO\(stage [^)]*\):.*$", re.M)
 
 
 def log(msg):
@@ -43,10 +45,9 @@ class Jail:
     def inside(self, key, *rest):
         return os.path.join(f"/grade/{key}" if self.sandboxed else self.dirs[key], *rest)
 
-    def _box(self, writable, gpu=True):
-        ro = {self.dirs[k]: self.inside(k) for k in ("tree", "reference", "build") if k not in writable}
-        rw = {self.dirs[k] if k in self.dirs else k: self.inside(k) if k in self.dirs else "/grade/io"
-              for k in writable}
+    def _box(self, rw, gpu=True):
+        """The sandbox over the grading folder: `rw` ({outside: inside}) writable, the rest read-only."""
+        ro = {self.dirs[k]: self.inside(k) for k in ("tree", "reference", "build") if self.dirs[k] not in rw}
         box = sandbox.Sandbox(ro=ro, rw=rw, gpu=gpu)
         box.writable_prepare()
         return box
@@ -57,7 +58,7 @@ class Jail:
             return subprocess.run(argv, capture_output=True, text=True, env=student_env())
         for d in (self.dirs["tree"], self.dirs["reference"]):
             readable(d)
-        return self._box(("build",), gpu=False).run(argv, cwd=self.inside("build"))
+        return self._box({self.dirs["build"]: self.inside("build")}, gpu=False).run(argv, cwd=self.inside("build"))
 
     def run(self, argv_of, timeout):
         """Runs argv_of(io) (io: the run's own fresh folder, as the program sees it); returns
@@ -66,11 +67,16 @@ class Jail:
         os.chmod(io, 0o755)
         if not self.sandboxed:
             return sandbox.run_group(argv_of(io), timeout, env=student_env()), io
-        box = self._box((io,))
+        box = self._box({io: "/grade/io"})
         return box.run(argv_of("/grade/io"), cwd="/grade/io", timeout=timeout), io
 
 
 JAIL = None  # the grading's Jail, set by grade.grade
+
+
+def current_jail():
+    """The grading's Jail; outside a grading (the tooling's tests), an unsandboxed one."""
+    return JAIL or Jail(tempfile.mkdtemp(), False)
 
 
 def readable(folder):
@@ -120,9 +126,7 @@ def stage_program(build, folder):
 def grader_rules(rung_cfg):
     """The options of the grader's rules for a stage rung (rungs.json): the precision it is
     checked at, a second run on refilled buffers, and for TF32 rungs inputs between TF32 values."""
-    precision = rung_cfg.get("precision", "fp32")
-    extra = ["--check-precision", precision, "--refill-check"]
-    return extra
+    return ["--check-precision", rung_cfg.get("precision", "fp32"), "--refill-check"]
 
 
 def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
@@ -130,7 +134,7 @@ def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False
     refilled with other values; all checked, rules: grader_rules). Returns (status, detail, []);
     status: pass, fail, error, timeout, skipped (no GPU). show_output: a failing run's detail
     may end with an excerpt of its error output (public cases only)."""
-    jail = JAIL or Jail(tempfile.mkdtemp(), False)
+    jail = current_jail()
 
     def argv(io):
         return [program, *case.args, "--seed", str(seed), "--stages", stage_id, "--reps", "1", "--warmup", "1",
@@ -173,30 +177,17 @@ def gpu_available(program, stage_id, timeout=120):
     return True, ""
 
 
-def find_sanitizer():
-    """compute-sanitizer's path, or None (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)."""
-    import shutil
-    for c in (shutil.which("compute-sanitizer"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin",
-                                                               "compute-sanitizer"),
-              "/usr/local/cuda/bin/compute-sanitizer"):
-        if c and os.access(c, os.X_OK):
-            return c
-    return None
-
-
 def sanitizer(program, stage_id, tool, timeout, rules=()):
     """(status, output) of compute-sanitizer `tool` on every problem of the grader's own
     tests/mutants/sanitizer.problems, each run and reported; status pass, fail (a sanitizer
     error: caps correctness), wrong (a run without a sanitizer error but with a wrong or missing
     result: no sanitizer points, never a pass) or skipped."""
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import check_program  # the problem list's format and the sanitizer's exit code
-    exe = find_sanitizer()
+    exe = check_program.find_sanitizer(None)
     if exe is None:
         return "skipped", "compute-sanitizer not found (PATH, $CUDA_HOME, /usr/local/cuda)"
     distributions, problem_args = check_program.read_problems(os.path.join(ROOT, "tests", "mutants",
                                                                            "sanitizer.problems"))
-    jail = JAIL or Jail(tempfile.mkdtemp(), False)
+    jail = current_jail()
     lines, worst = [], "pass"
     for i, args in enumerate([a + ["--distribution", d] for a in problem_args for d in distributions]):
         def argv(io):
@@ -250,7 +241,7 @@ def timing(build, stage_id, mode, problem_args, reps, warmup, timeout):
     jail; returns (status, data): status ok, mismatch, error, skipped."""
     if not os.path.exists(os.path.join(build, f"grade_timing_{stage_id}")):
         return "error", {"error": f"grade_timing_{stage_id} was not built"}
-    jail = JAIL or Jail(tempfile.mkdtemp(), False)
+    jail = current_jail()
     program = jail.inside("build", f"grade_timing_{stage_id}") if JAIL else os.path.join(build, f"grade_timing_{stage_id}")
 
     def argv(io):

@@ -20,6 +20,7 @@ another grading's folder.
 import glob
 import os
 import shutil
+import signal
 import subprocess
 
 NOBODY = 65534
@@ -109,7 +110,6 @@ def run_group(argv, timeout=None, env=None, pass_fds=()):
     """subprocess.run of argv in a session of its own (text, output captured). A timeout kills
     the whole process group, so nothing the program started outlives it, and raises
     subprocess.TimeoutExpired."""
-    import signal
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                          start_new_session=True, pass_fds=pass_fds, env=env)
     try:

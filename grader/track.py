@@ -35,7 +35,6 @@ grading tree only, by its handout stub, so that the others still link and are gr
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -53,7 +52,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import check_program  # noqa: E402  (scripts/: compute-sanitizer's location and exit code)
 
 NO_DEVICE = "not run: no CUDA device"
-TODO_IN_NOTE = re.compile(runs.TODO_LINE.pattern.removeprefix("^").removesuffix("$"))  # anywhere in a note
 # A track's settings that follow from its name unless rungs.json says otherwise ({t}: the track).
 DEFAULTS = {"program": "{t}_ladder", "library": "{t}_track", "host_library": "{t}_host",
             "public": "grader/{t}_public.problems", "practice": "grader/{t}_practice.problems",
@@ -213,7 +211,7 @@ def sanitizer(exe, prog, number, tool, problem_args, timeout):
         argv = lambda io: [*cmd, prog, *args, "--rungs", number, "--reps", "1", "--warmup", "0",  # noqa: E731
                            "--no-flush-l2", "-q", "--json", os.path.join(io, "report.json")]
         try:  # in the jail; a timeout stops the program as well as the sanitizer
-            p, io = (runs.JAIL or runs.Jail(tempfile.mkdtemp(), False)).run(argv, timeout)
+            p, io = runs.current_jail().run(argv, timeout)
         except subprocess.TimeoutExpired:
             return "fail", f"{' '.join(args)}: took longer than {timeout:.0f} s under {tool}"
         out = (p.stdout + p.stderr).strip()
