@@ -32,7 +32,6 @@ others; track_settings fills them in.
 All the rungs of a track link into one program: a rung that does not compile is replaced, in the
 grading tree only, by its handout stub, so that the others still link and are graded.
 """
-import json
 import os
 import re
 import statistics
