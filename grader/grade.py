@@ -379,7 +379,8 @@ def grade(args):
     # self-test reuses one (its fixtures are the instructor's own) to rebuild only what changed.
     grading_dir = (os.path.join(work, "grading-selftest") if getattr(args, "reuse_work", False)
                    else tempfile.mkdtemp(prefix="grading-", dir=work))
-    out_dir = os.path.abspath(args.out or grading_dir)
+    # The reports stay where the docs say, --work (default build-grade/), whatever folder the grading used.
+    out_dir = os.path.abspath(args.out or args.work or os.path.join(ROOT, "build-grade"))
     os.makedirs(out_dir, exist_ok=True)
     jail = runs.JAIL = runs.Jail(grading_dir, boxed)
     if boxed:
