@@ -88,6 +88,17 @@ enum class Precision { Fp32, Tf32 };
 /// Precision::Tf32 stage.
 Tolerance stage_tolerance(const Problem& p, const Reference& ref, Precision precision = Precision::Fp32);
 
+/// The grader's tolerance (ladder --check-precision): a stage may form each plane's mean in any
+/// correctly rounded order (divide last, multiply by a rounded 1/P, scale every element as it is
+/// added, divide partial sums). On exact inputs whose planes hold P = 2^k elements, every one of
+/// those orders is exact (1/P is a power of two, every partial sum a short multiple of it), so
+/// exact_tolerance still holds with its full power. On exact inputs with any other P, scaling
+/// before summing rounds every term, and only the any-order bound fits: the larger of
+/// exact_tolerance and fp32_tolerance. Otherwise stage_tolerance of `precision`.
+Tolerance any_order_tolerance(const Problem& p, const Reference& ref, Precision precision);
+/// True when an output plane holds a power-of-two number of elements (Hout*Wout = 2^k).
+bool plane_is_power_of_two(const Problem& p);
+
 /// Worst disagreement of a result with a reference, in absolute terms and as a multiple of
 /// the tolerance. A NaN on one side only (including a poisoned, unwritten output) fails; NaN
 /// where the reference is NaN and equal infinities agree (torch.logsumexp gives both).

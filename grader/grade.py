@@ -243,6 +243,7 @@ def grade_rung(args, r, folder, ctx):
         return [P(p, score=0, output=msg) for p in pts]
     program = runs.stage_program(ctx["run_build"], folder)
     rules = runs.grader_rules(cfg["rungs"].get(r, {}))
+    mark = len(ctx["jail"].loaded)  # the rule 5 lines of this rung's own runs come after it
 
     # Static: integrity (the compiled objects) and technique (the SASS).
     if ctx["reference"]:
@@ -255,7 +256,7 @@ def grade_rung(args, r, folder, ctx):
     bad = integrity.failed
     lines += integrity.lines()
     if bad:
-        lines.append("integrity failed: no correctness points (public and hidden), no timing")
+        lines.append("integrity failed: no correctness or sanitizer points, no timing")
     technique = P("technique", score=pts["technique"] if ok and not bad else 0, output="\n".join(lines))
     parts = [technique]
 
@@ -283,9 +284,10 @@ def grade_rung(args, r, folder, ctx):
     perf_cfg = {**cfg["performance"], **cfg["rungs"].get(r, {}).get("performance", {})}
     timing = cfg["rungs"].get(r, {}).get("timing")
     untimed = f"rung {r} has no timing entry in grader/rungs.json" if timing is None else ""
+    clean = clean and not ctx["jail"].findings_since(mark)
     parts.append(runs.performance_gate(args, P, clean, lambda: performance(args, r, P, pts, ctx, timing, perf_cfg),
                                        untimed))
-    return parts
+    return runs.loaded_library_verdict(parts, ctx["jail"].findings_since(mark))
 
 
 def performance(args, r, P, pts, ctx, timing, perf_cfg):
@@ -383,6 +385,12 @@ def grade(args):
     out_dir = os.path.abspath(args.out or args.work or os.path.join(ROOT, "build-grade"))
     os.makedirs(out_dir, exist_ok=True)
     jail = runs.JAIL = runs.Jail(grading_dir, boxed)
+    try:
+        jail.enable_audit()
+    except RuntimeError as e:  # integrity rule 5 needs the audit: official grading refuses without it
+        if official:
+            raise sandbox.SandboxError(f"{e}: official grading needs the load audit (integrity rule 5)")
+        log(f"WARNING: {e}: the libraries the programs load are not checked (integrity rule 5)")
     if boxed:
         secret_path = os.path.abspath(args.secret_file) if args.secret_file else ""
         sandbox.Sandbox(ro={jail.dirs[k]: jail.inside(k) for k in ("tree", "reference")},

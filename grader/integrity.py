@@ -802,13 +802,15 @@ def check_objects(report, stage_id, references, cuobjdump=None, needs=()):
     return report
 
 
-def check_track(build, rung, rung_file, library, host_library, needs=()):
+def check_track(build, rung, rung_file, library, host_library, needs=(), reference_build=None):
     """Applies the rules to the object of a track's rung TRACK-NN (rung_file: its source, relative
     to the repository root) in BUILD's track library `library` (rungs.json's "library"); rule 1
     adds the rules of the tracks in `needs` (the track's "needs"), rule 2e compares with the
     library's other objects (the instructor's code: the grader takes only the rung's file from a
     submission), the ladder libraries and the track's host library `host_library`. Returns a
-    Report."""
+    Report. reference_build: the instructor's own build of the same tree (the track's reference
+    program's); when given, rule 2e compares with its objects instead: a submission may declare a
+    shared header (p74-07's reduce.cuh), and then the other objects of BUILD carry its code too."""
     report = Report()
     listed = ninja_objects(build)
     folder = f"CMakeFiles/{library}.dir"
@@ -818,9 +820,13 @@ def check_track(build, rung, rung_file, library, host_library, needs=()):
     if not report.objects:
         report.findings.append(Finding(0, "", f"no compiled object of rung {rung} ({mine}): nothing to check"))
         return report
-    references = [o for o in everything if o not in report.objects]
+    if reference_build:
+        trusted, listed = reference_build, ninja_objects(reference_build)
+        references = target_objects(trusted, folder, listed)
+    else:
+        trusted, references = build, [o for o in everything if o not in report.objects]
     for other in REFERENCE_TARGETS[1:] + (f"CMakeFiles/{host_library}.dir",):
-        references += target_objects(build, other, listed)
+        references += target_objects(trusted, other, listed)
     return check_objects(report, rung, references, needs=needs)
 
 

@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 import integrity as integrity_check
+import loaded_libraries
 import problems
 import sandbox
 
@@ -41,13 +42,27 @@ class Jail:
         self.dirs = {k: os.path.join(grading, k) for k in ("tree", "build", "reference", "io")}
         for d in self.dirs.values():
             os.makedirs(d, exist_ok=True)
+        self.audit = None  # the load audit's .so (enable_audit), outside: every plain run is audited
+        self.loaded = []  # integrity rule 5's failing lines, in run order (findings_since)
 
     def inside(self, key, *rest):
         return os.path.join(f"/grade/{key}" if self.sandboxed else self.dirs[key], *rest)
 
+    def enable_audit(self):
+        """Builds the load audit (loaded_libraries.py) into the grading's audit/ folder, which the
+        sandbox sees read-only. RuntimeError (no C compiler) is the caller's to report."""
+        self.dirs["audit"] = os.path.join(self.grading, "audit")
+        self.audit = loaded_libraries.build_audit(self.dirs["audit"])
+        readable(self.dirs["audit"])
+
+    def findings_since(self, mark):
+        """The rule 5 lines found by the runs after len(self.loaded) was `mark`."""
+        return self.loaded[mark:]
+
     def _box(self, rw, gpu=True):
         """The sandbox over the grading folder: `rw` ({outside: inside}) writable, the rest read-only."""
-        ro = {self.dirs[k]: self.inside(k) for k in ("tree", "reference", "build") if self.dirs[k] not in rw}
+        keys = ("tree", "reference", "build") + (("audit",) if self.audit else ())
+        ro = {self.dirs[k]: self.inside(k) for k in keys if self.dirs[k] not in rw}
         box = sandbox.Sandbox(ro=ro, rw=rw, gpu=gpu)
         box.writable_prepare()
         return box
@@ -62,13 +77,27 @@ class Jail:
 
     def run(self, argv_of, timeout):
         """Runs argv_of(io) (io: the run's own fresh folder, as the program sees it); returns
-        (CompletedProcess, the folder as the grader sees it). Raises subprocess.TimeoutExpired."""
+        (CompletedProcess, the folder as the grader sees it). Raises subprocess.TimeoutExpired.
+        With the audit enabled, a plain run (not compute-sanitizer's, which loads its own
+        libraries) is audited: every library it maps outside the allow-list becomes a rule 5 line
+        in self.loaded."""
         io = tempfile.mkdtemp(dir=self.dirs["io"])
         os.chmod(io, 0o755)
-        if not self.sandboxed:
-            return sandbox.run_group(argv_of(io), timeout, env=student_env()), io
-        box = self._box({io: "/grade/io"})
-        return box.run(argv_of("/grade/io"), cwd="/grade/io", timeout=timeout), io
+        argv = argv_of("/grade/io" if self.sandboxed else io)
+        audited = self.audit and not os.path.basename(argv[0]).startswith("compute-sanitizer")
+        env, fds, collect = loaded_libraries.audited(argv, self.inside("audit", os.path.basename(self.audit))) \
+            if audited else ({}, (), None)
+        try:
+            if not self.sandboxed:
+                return sandbox.run_group(argv, timeout, env={**student_env(), **env}, pass_fds=fds), io
+            box = self._box({io: "/grade/io"})
+            return box.run(argv, cwd="/grade/io", timeout=timeout, env=env, pass_fds=fds), io
+        finally:
+            if collect:
+                found = loaded_libraries.check(collect(), program=argv[0],
+                                               untrusted=[self.inside(k) for k in ("tree", "build", "reference")] +
+                                               [self.inside("io") if self.sandboxed else io])
+                self.loaded += loaded_libraries.report_lines(found, os.path.basename(argv[0]))
 
 
 JAIL = None  # the grading's Jail, set by grade.grade
@@ -306,6 +335,10 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
     run_one(case, seed, public) may show an excerpt of the program's error output for public
     cases only: a hidden case's options reach the program, so nothing of its output is shown."""
     pts, todos = cfg["points"], set(todo_lines)
+    if bad:  # an integrity failure leaves no correctness or sanitizer points: nothing of it is run
+        why = "not run: the integrity check failed (no correctness points)"
+        return [P("public", score=0, output=why), P("hidden", score=0, output=why, hidden=True),
+                P("sanitizer", score=0, output=why)], False
 
     def cases(listed, secret, reveal, public):
         return run_cases(listed, cfg["public_seed"], secret, reveal, lambda c, s: run_one(c, s, public),
@@ -364,6 +397,23 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
                    else 0,
                    output="\n".join(san_lines), skipped=len(san_skip) == len(tools)))
     return parts, not (public_frac < 1 or hidden_frac < 1 or san_fail or san_wrong or bad)
+
+
+def loaded_library_verdict(parts, lines):
+    """Applies integrity rule 5 (libraries the rung's runs loaded, Jail.findings_since) to a
+    rung's parts in place: with any line, technique, correctness and sanitizer points are lost
+    and nothing is timed, as for a static integrity failure. Returns parts."""
+    if not lines:
+        return parts
+    note = "integrity failed (rule 5, at run time): no correctness or sanitizer points, no timing"
+    for p in parts:
+        if p.part == "technique":
+            p.output = "\n".join([p.output, *lines[:5], note]).strip()
+        elif p.part in ("public", "hidden", "sanitizer", "performance"):
+            p.output = (p.output + "\n" + note).strip()
+        if p.part in ("technique", "public", "hidden", "sanitizer", "performance"):
+            p.score, p.skipped = 0, False
+    return parts
 
 
 def performance_gate(args, P, clean, perform, untimed=""):

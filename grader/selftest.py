@@ -70,8 +70,8 @@ def parse_fixture(path):
             raise FixtureError(f"{path}: no '{key}:' line")
     if head["loses"] not in LOSSES:
         raise FixtureError(f"{path}: loses: must be one of {', '.join(LOSSES)}")
-    if "rule" in head and (head["loses"] != "integrity" or head["rule"] not in ("1", "2", "3", "4")):
-        raise FixtureError(f"{path}: rule: names the integrity rule (1 to 4) of a fixture that loses integrity")
+    if "rule" in head and (head["loses"] != "integrity" or head["rule"] not in ("1", "2", "3", "4", "5")):
+        raise FixtureError(f"{path}: rule: names the integrity rule (1 to 5) of a fixture that loses integrity")
     if not edits:
         raise FixtureError(f"{path}: no edit")
     head["edits"] = edits

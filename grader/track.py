@@ -165,30 +165,47 @@ def agreement_verdict(agreement):
                    (f" ({', '.join(bad)})" if bad else ""))
 
 
-def run_case(prog, number, case, seed, timeout, rep=None, show_output=False):
+def carriers(root, rung):
+    """The numbers of the other rungs of rung's track whose files hold regions of `rung` (p38-05's
+    rescale in rung 07's file): its grading runs them too, so every region it hands out is run."""
+    track_id, number = rung.split("-")
+    files = handout.plan(root, [rung])[2].get(rung, [])
+    return [r.split("-")[1] for r, path in sorted(handout.track_rungs(root).items())
+            if r.startswith(track_id + "-") and r != rung and path in files]
+
+
+def run_case(prog, number, case, seed, timeout, rep=None, show_output=False, also=()):
     """One correctness case; returns (status, detail, todo_lines), status pass, fail, error,
     timeout or skipped (no GPU), as runs.run_case does for a stage. rep: report_settings
-    (default p38_ladder's)."""
+    (default p38_ladder's). also: carrier rungs (carriers) run in the same program, each of
+    which must run and pass as well."""
     rep = rep or DEFAULT_REPORT
-    args = [*case.args, "--seed", str(seed), "--rungs", number, "--reps", "1", "--warmup", "1", "--no-flush-l2"]
+    numbers = [number, *also]
+    args = [*case.args, "--seed", str(seed), "--rungs", ",".join(numbers), "--reps", "1", "--warmup", "1",
+            "--no-flush-l2", "--refill-check"]  # the grader's rule: one more run on refilled buffers, checked too
     try:
         p, data = run_program(prog, args, timeout)
     except subprocess.TimeoutExpired:
         return "timeout", f"took longer than {timeout:.0f} s", []
     try:
-        entry = rung_entry(data, number, rep["direction"])
-        if entry is None:
-            return "error", f"the program stopped without a report of rung {number} (exit {p.returncode})" + \
-                (runs.excerpt(p.stderr) if show_output else ""), []
-        note = str(entry.get("note", ""))
-        if not entry.get("ran"):
-            if note.startswith(NO_DEVICE):
-                return "skipped", note[:300], []
-            return "error", ("did not run: " + note[:runs.EXCERPT_CHARS]) if show_output else "did not run (an error)", []
-        passed, detail = agreement_verdict(entry.get(rep["check"]))
+        for n in numbers:
+            which = f"rung {n}" + (f" (it holds code of rung {number}'s assignment)" if n != number else "")
+            entry = rung_entry(data, n, rep["direction"])
+            if entry is None:
+                return "error", f"the program stopped without a report of {which} (exit {p.returncode})" + \
+                    (runs.excerpt(p.stderr) if show_output else ""), []
+            note = str(entry.get("note", ""))
+            if not entry.get("ran"):
+                if note.startswith(NO_DEVICE):
+                    return "skipped", note[:300], []
+                return "error", (f"{which} did not run: " + note[:runs.EXCERPT_CHARS]) if show_output else \
+                    f"{which} did not run (an error)", []
+            passed, detail = agreement_verdict(entry.get(rep["check"]))
+            if not passed:
+                return "fail", (detail if n == number else f"{which}: {detail}"), []
     except (KeyError, TypeError, ValueError, AttributeError):
         return "error", "the program's report is malformed", []
-    return ("pass" if passed else "fail"), detail, []
+    return "pass", "", []
 
 
 def gpu_available(prog, number, probe):
@@ -342,7 +359,12 @@ def grade_rung(args, r, ctx):
     if not compiled:
         return [P(p, score=0, output="does not compile:\n" + build_log) for p in pts]
     rung_file = handout.track_rungs(ctx["root"])[r]
-    report = integrity.check_track(ctx["build"], r, rung_file, t["library"], t["host_library"], t.get("needs", []))
+    # Rule 2e against the instructor's build where there is one (official grading): a declared
+    # shared header would otherwise be compared with objects compiled from the submission's copy.
+    trusted = (os.path.join(ctx["work"], "reference-build")
+               if ctx["reference"] and reference_program(args, ctx["reference"], ctx["work"], t, ctx) else None)
+    report = integrity.check_track(ctx["build"], r, rung_file, t["library"], t["host_library"], t.get("needs", []),
+                                   reference_build=trusted)
     if not built:
         msg = "does not link:\n" + build_log + ("\n" + "\n".join(report.lines()) if report.failed else "")
         return [P(p, score=0, output=msg) for p in pts]
@@ -350,7 +372,7 @@ def grade_rung(args, r, ctx):
     bad = report.failed
     lines += report.lines()
     if bad:
-        lines.append("integrity failed: no correctness points (public and hidden), no timing")
+        lines.append("integrity failed: no correctness or sanitizer points, no timing")
     parts = [P("technique", score=pts["technique"] if ok and not bad else 0, output="\n".join(lines))]
     prog = program(ctx["run_build"], t)
     gpu, why = ctx["track_gpu"][t["program"]]
@@ -360,12 +382,15 @@ def grade_rung(args, r, ctx):
         return parts
 
     exe = check_program.find_sanitizer(None)
+    also = carriers(ctx["root"], r)  # rungs holding code of r's regions: run and checked with it
+    mark = len(runs.current_jail().loaded)
     correctness, clean = runs.correctness_parts(
         args, r, P, cfg, ctx["track_public"][t["program"]], ctx["track_hidden"][t["program"]], ctx["hidden_source"],
-        ctx["secret"], lambda case, seed, public: run_case(prog, number, case, seed, args.timeout, rep, public),
+        ctx["secret"], lambda case, seed, public: run_case(prog, number, case, seed, args.timeout, rep, public, also),
         t.get("sanitizer_tools", cfg["sanitizer_tools"]),
         lambda tool: sanitizer(exe, prog, number, tool, t["sanitizer_problems"], args.timeout), bad,
         ctx["todos"].get(r, ()))
     parts += correctness
+    clean = clean and not runs.current_jail().findings_since(mark)
     parts.append(runs.performance_gate(args, P, clean, lambda: performance(args, ctx, prog, r, P, pts)))
-    return parts
+    return runs.loaded_library_verdict(parts, runs.current_jail().findings_since(mark))

@@ -93,6 +93,9 @@ class GpuSession {
   /// run) and returns the second run's outputs, so a stage that relies on what its previous run
   /// left in the workspace (self_resetting_workspace) is checked too.
   GpuTiming run_once(const StageDescriptor& stage) { return time_stage(stage, 1, 1, false); }
+  /// Prepares `stage` (a fresh workspace, zeroed for a self-resetting stage) and runs it once:
+  /// the stage's first run, which run_once's second run never shows (the grader's refill run).
+  GpuTiming run_first(const StageDescriptor& stage) { return time_stage(stage, 0, 1, false); }
 
   /// Times stage.run_pool over `conv_out`, a device tensor (batch, out_channels, Hout, Wout) fp32,
   /// as time_stage times a whole stage: prepare once, warm-up, L2 flushed and pooled poisoned

@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-cub", no_cub, "skip the CUB segmented-sum baseline for the pool phase");
   std::string check_precision;
   app.add_option("--check-precision", check_precision,
-                 "the grader's rule: check every GPU stage at this precision's tolerance, whatever the stage declares")
+                 "the grader's rule: check every GPU stage at this precision's tolerance, whatever the stage declares, "
+                 "and let each plane's mean be formed in any correctly rounded order (any_order_tolerance)")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   app.add_flag("--refill-check", opt.refill_check,
                "after each GPU stage, refill the same input buffers with another seed's values, run it again and "

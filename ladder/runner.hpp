@@ -31,7 +31,8 @@ struct LadderOptions {
   /// check every GPU stage at this precision's tolerance, whatever its descriptor declares;
   std::optional<Precision> check_precision;
   /// after a stage's runs, refill the same input buffers with values of another seed, run it
-  /// again on the same session and check that run too (a result cached by input address fails);
+  /// once more, as a first run on a fresh workspace, and check that run too (a result cached by
+  /// input address fails, and so does a stage whose first run is wrong);
   bool refill_check = false;
   /// x and weight placed 3/4 of the way between two TF32 values, so that rounding them to
   /// nearest and truncating them differ by one TF32 step in every operand; a TF32 stage is

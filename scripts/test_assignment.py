@@ -764,7 +764,7 @@ class SelftestTest(unittest.TestCase):
                                   (FIXTURE_HEAD + "loses: speed\n" + edit, "loses: must be one of"),
                                   (FIXTURE_HEAD + "loses: correctness\n", "no edit"),
                                   (FIXTURE_HEAD + "loses: correctness\nrule: 1\n" + edit, "rule: names the integrity rule"),
-                                  (FIXTURE_HEAD + "loses: integrity\nrule: 5\n" + edit, "rule: names the integrity rule"),
+                                  (FIXTURE_HEAD + "loses: integrity\nrule: 6\n" + edit, "rule: names the integrity rule"),
                                   (FIXTURE_HEAD + "loses: correctness\n--- replacement\nx\n--- end\n",
                                    "'--- replacement' without '--- original'")):
                 with self.subTest(message), self.assertRaisesRegex(selftest.FixtureError, re.escape(message)):

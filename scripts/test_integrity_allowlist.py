@@ -20,6 +20,8 @@ sys.path.insert(0, os.path.join(ROOT, "grader"))
 
 import integrity  # noqa: E402
 import loaded_libraries  # noqa: E402
+import runs  # noqa: E402
+import sandbox  # noqa: E402
 
 BUILD = os.environ.get("LADDER_BUILD", os.path.join(ROOT, "build"))
 HAVE_GXX = all(shutil.which(t) for t in ("g++", "readelf", "c++filt"))
@@ -435,6 +437,57 @@ class LoadAuditTest(unittest.TestCase):
         p, lines = self.run_audited([program, "--help"])
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(loaded_libraries.check(lines, program=program), [], lines)
+
+
+@unittest.skipUnless(CC and sys.platform.startswith("linux"), "needs a C compiler and glibc")
+class JailAuditTest(unittest.TestCase):
+    """The grader's runs (runs.Jail) go through the load audit: a library outside the allow-list
+    becomes an integrity rule 5 line, and loaded_library_verdict takes the rung's points."""
+
+    def jails(self, tmp):
+        yield runs.Jail(os.path.join(tmp, "plain"), False)
+        ok, _why = sandbox.works()
+        if ok and sandbox.traversable(tmp):
+            yield runs.Jail(os.path.join(tmp, "boxed"), True)
+
+    def test_runs_are_audited(self):
+        tmp = tempfile.mkdtemp(prefix="ja_", dir="/tmp")
+        os.chmod(tmp, 0o755)
+        self.addCleanup(shutil.rmtree, tmp, True)
+        src = os.path.join(tmp, "prog.c")
+        with open(src, "w") as f:
+            f.write(PROGRAM)
+        for jail in self.jails(tmp):
+            with self.subTest(sandboxed=jail.sandboxed):
+                jail.enable_audit()
+                prog = os.path.join(jail.dirs["build"], "prog")
+                subprocess.run([CC, "-o", prog, src, "-ldl"], check=True)
+                runs.readable(jail.dirs["build"])
+                inside = jail.inside("build", "prog")
+                p, _io = jail.run(lambda io: [inside, "libm.so.6"], 60)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(jail.findings_since(0), [])
+                other = next((n for n in ("libz.so.1", "libexpat.so.1", "libcrypto.so.3")
+                              if subprocess.run([prog, n], capture_output=True).returncode == 0), None)
+                if other is None:
+                    self.skipTest("no libz, libexpat or libcrypto to load")
+                mark = len(jail.loaded)
+                jail.run(lambda io: [inside, other], 60)
+                lines = jail.findings_since(mark)
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn("rule 5", lines[0])
+                self.assertIn(other, lines[0])
+
+    def test_verdict_takes_the_points(self):
+        import reports
+        parts = [reports.Part(rung="03 x", part=k, max_score=10, score=10, output="ok")
+                 for k in ("technique", "public", "hidden", "sanitizer", "performance")]
+        runs.loaded_library_verdict(parts, ["FAIL: integrity rule 5 (loaded libraries): prog: loaded /x/libz.so.1"])
+        scores = {p.part: p.score for p in parts}
+        self.assertEqual(scores, {"technique": 0, "public": 0, "hidden": 0, "sanitizer": 0, "performance": 0})
+        self.assertIn("rule 5", next(p.output for p in parts if p.part == "technique"))
+        untouched = [reports.Part(rung="03 x", part="public", max_score=10, score=10, output="ok")]
+        self.assertEqual(runs.loaded_library_verdict(untouched, [])[0].score, 10)
 
 
 if __name__ == "__main__":

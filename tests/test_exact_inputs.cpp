@@ -275,5 +275,81 @@ TEST(ExactInputs, LoadedInputsMustBeIntegers) {
   }
 }
 
+// Plane means formed by scaling every element by fl(1/P) as it is added (last element first):
+// a correctly rounded order the grader must accept (issue: a valid submission was rejected).
+std::vector<double> means_scaled_as_added(const Problem& p, const std::vector<float>& conv) {
+  const int64_t P = p.out_h() * p.out_w();
+  const float inv = 1.0f / float(P);
+  std::vector<double> m(size_t(p.pooled_elems()));
+  for (int64_t i = 0; i < p.pooled_elems(); ++i) {
+    float acc = 0.0f;
+    for (int64_t j = P - 1; j >= 0; --j) acc += conv[size_t(i * P + j)] * inv;
+    m[size_t(i)] = acc;
+  }
+  return m;
+}
+
+// On planes of 2^k elements every order is exact: scaling as added gives S/P bit for bit, and
+// the grader keeps exact_tolerance with its full power (a dropped row fails by far).
+TEST(AnyOrderTolerance, PowerOfTwoPlanesKeepTheExactBound) {
+  const Problem p = exact(testing::make(2, 8, 16, 32, 16, {3, 3}, {1, 1}, {1, 1}));  // 32 x 16 = 2^9
+  ASSERT_TRUE(plane_is_power_of_two(p));
+  const HostInputs in = make_inputs(p);
+  const Reference ref = linearity_pipeline(p, in);
+  const Tolerance tol = any_order_tolerance(p, ref, Precision::Fp32);
+  EXPECT_EQ(tol.pooled, exact_tolerance(p, ref).pooled);
+  EXPECT_EQ(any_order_tolerance(p, ref, Precision::Tf32).pooled, tol.pooled);
+  const std::vector<float> conv = conv_fp32_reversed(p, in);
+  const std::vector<double> scaled = means_scaled_as_added(p, conv);
+  const std::vector<float> S = plane_sums_fp32_backwards(p, conv);
+  const float Pf = float(p.out_h() * p.out_w());
+  for (size_t i = 0; i < S.size(); ++i) ASSERT_EQ(scaled[i], double(S[i] / Pf)) << i;
+  EXPECT_TRUE(compare(scaled, bias_logsumexp_scale(p, scaled, in.bias), ref.pooled, ref.y, tol).pass());
+
+  std::vector<double> no_last_row(ref.pooled.size());
+  const int64_t P = p.out_h() * p.out_w();
+  for (size_t i = 0; i < no_last_row.size(); ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < P - p.out_w(); ++j) s += conv[i * size_t(P) + size_t(j)];
+    no_last_row[i] = s / double(P);
+  }
+  const Agreement row = compare(no_last_row, bias_logsumexp_scale(p, no_last_row, in.bias), ref.pooled, ref.y, tol);
+  EXPECT_GT(row.worst_ratio, 1e4) << row.summary();
+}
+
+// On other planes, scaling as added rounds every term: exact_tolerance rejects it, the any-order
+// bound (fp32_tolerance's) accepts it, and it is never looser than the fp32 bound.
+TEST(AnyOrderTolerance, OtherPlanesAdmitScalingAsAdded) {
+  std::mt19937_64 rng(11);
+  std::vector<Problem> problems = {small_exact_problem()};
+  for (int i = 0; i < 20; ++i) problems.push_back(exact(testing::random_small_problem(rng)));
+  int rejected_by_exact = 0;
+  for (const Problem& p : problems) {
+    if (plane_is_power_of_two(p)) continue;
+    SCOPED_TRACE(p.describe());
+    const HostInputs in = make_inputs(p);
+    const Reference ref = linearity_pipeline(p, in);
+    const Tolerance tol = any_order_tolerance(p, ref, Precision::Fp32);
+    const Tolerance fp32 = fp32_tolerance(p, ref), ex = exact_tolerance(p, ref);
+    for (size_t i = 0; i < tol.pooled.size(); ++i) {
+      ASSERT_EQ(tol.pooled[i], std::max(fp32.pooled[i], ex.pooled[i]));
+    }
+    const std::vector<double> scaled = means_scaled_as_added(p, conv_fp32_reversed(p, in));
+    const std::vector<double> y = bias_logsumexp_scale(p, scaled, in.bias);
+    EXPECT_TRUE(compare(scaled, y, ref.pooled, ref.y, tol).pass());
+    rejected_by_exact += !compare(scaled, y, ref.pooled, ref.y, ex).pass();
+  }
+  EXPECT_GT(rejected_by_exact, 0) << "scaling as added never left the exact bound: the test shows nothing";
+}
+
+TEST(AnyOrderTolerance, InputsThatAreNotExactKeepTheStageTolerance) {
+  Problem p = small_exact_problem();
+  const HostInputs in = make_inputs(p);
+  const Reference ref = linearity_pipeline(p, in);
+  p.distribution = Distribution::Uniform;
+  EXPECT_EQ(any_order_tolerance(p, ref, Precision::Fp32).pooled, fp32_tolerance(p, ref).pooled);
+  EXPECT_EQ(any_order_tolerance(p, ref, Precision::Tf32).pooled, tf32_tolerance(p, ref).pooled);
+}
+
 }  // namespace
 }  // namespace ladder

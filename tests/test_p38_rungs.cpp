@@ -152,6 +152,31 @@ TEST(P38Checker, CpuRungPassesAndDamageFails) {
   EXPECT_FALSE(p38::check_rows(p, in, bad, rows).pass());
 }
 
+// --random-scale: ones by default (PyTorch's initialization), else multiples of 1/16 in
+// [1/2, 3/2) that are not all ones; a result without the scale then fails the check.
+TEST(P38Checker, RandomScaleCatchesADroppedScale) {
+  Problem38 p = shape_matrix()[0].p;
+  const p38::Inputs ones = p38::make_inputs(p);
+  for (float s : ones.scale) ASSERT_EQ(s, 1.0f);
+  p.random_scale = true;
+  const p38::Inputs in = p38::make_inputs(p);
+  int not_one = 0;
+  for (float s : in.scale) {
+    ASSERT_GE(s, 0.5f);
+    ASSERT_LT(s, 1.5f);
+    ASSERT_EQ(s * 16.0f, std::floor(s * 16.0f));
+    not_one += s != 1.0f;
+  }
+  EXPECT_GT(not_one, 0);
+  EXPECT_EQ(in.x, ones.x);  // only the scale changes
+  const std::vector<int64_t> rows = every_row(p);
+  const std::vector<float> good = p38::find_rung("00").run_cpu(p, in);
+  ASSERT_TRUE(p38::check_rows(p, in, good, rows).pass());
+  p38::Inputs unscaled = in;
+  unscaled.scale = ones.scale;
+  EXPECT_FALSE(p38::check_rows(p, in, p38::find_rung("00").run_cpu(p, unscaled), rows).pass());
+}
+
 TEST(P38Checker, RowCaseIsTheRowOfTheWholeProblem) {
   for (const Case& c : shape_matrix()) {
     const p38::Inputs in = p38::make_inputs(c.p);

@@ -239,7 +239,11 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
     const int ci0 = ci_group + chunk * kCiChunk;
     const bool x_ok = ci0 + x_cl < ci_group + p.in_per_group;  // past the group's end: zeros
     const float* x_c = x_n + int64_t(x_ok ? ci0 + x_cl : 0) * in_plane;
+    // BEGIN SOLUTION 09
+    // STUB: if (step == 0) ladder_todo("for_my_x in stage 10, as in stage 09: the x patch of pipeline step `step` goes to buffer step & 1 (smem + (step & 1) * stage_floats)");
+    // STUB: float* xs = smem;
     float* xs = smem + (step & 1) * stage_floats;
+    // END SOLUTION
     for (int px = x_pixel0; px < patch_pixels; px += kPixelStep) {
       const int row = px / kPitch, col = px - row * kPitch;
       const int ih = ih0 + row, iw = iw0 + col;
@@ -263,9 +267,14 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
   load_step(0);
   cp_async_commit();
   for (int step = 0; step < steps; ++step) {
+    // BEGIN SOLUTION 09
+    // STUB: if (step == 0) ladder_todo("stage 10's pipeline, as in stage 09: enqueue the copies of step + 1, if there is one, before this step's math, commit them as a group (also when there is none) and wait until only that newest group may still be in flight (cp_async_wait<1>)");
+    // STUB: cp_async_commit();
+    // STUB: cp_async_wait<0>();
     if (step + 1 < steps) load_step(step + 1);
     cp_async_commit();
     cp_async_wait<1>();  // this thread's copies of `step` have landed
+    // END SOLUTION
     // BEGIN SOLUTION
     // STUB: if (step == 0) ladder_todo("conv_pool_tensor_cores: round the x values this thread copied for `step` to TF32 in place (round_x), before the barrier that lets the other warps read them");
     // STUB: ladder_unused(round_x);

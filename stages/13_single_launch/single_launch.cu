@@ -19,7 +19,7 @@
 
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
-#include "lib/aligned_split.cuh"
+#include "lib/chunk_sum.cuh"
 #include "lib/register_stage.hpp"
 #include "lib/tap_window.cuh"
 #include "lib/todo.cuh"
@@ -66,7 +66,7 @@ struct Workspace {
 __device__ inline float chunk_sum_of(const Params& p, const float* __restrict__ x, int plane, int chunk,
                                      float* scratch) {
   // BEGIN SOLUTION 12
-  // STUB: ladder_todo("chunk_sum_of (as in stage 12): the sum of chunk `chunk` (p.chunk_elems floats, the plane's last chunk shorter) of plane `plane` of x (p.plane_elems floats a plane), every thread's share with 16-byte loads (chunk_partial_sum, lib/aligned_split.cuh) and the block's sum in a fixed order (block_allreduce_sum, lib/warp_reduce.cuh, scratch its kWarps floats), returned to every thread");
+  // STUB: ladder_todo("chunk_sum_of (as in stage 12): the sum of chunk `chunk` (p.chunk_elems floats, the plane's last chunk shorter) of plane `plane` of x (p.plane_elems floats a plane), every thread's share with 16-byte loads (chunk_partial_sum, lib/chunk_sum.cuh) and the block's sum in a fixed order (block_allreduce_sum, lib/warp_reduce.cuh, scratch its kWarps floats), returned to every thread");
   // STUB: ladder_unused(p, x, plane, chunk, scratch);
   // STUB: return 0.0f;
   const int64_t begin = int64_t(chunk) * p.chunk_elems;

@@ -1,11 +1,10 @@
 // The 16-byte head/body/tail split that the float4-loading stages share: a range of floats that
 // starts anywhere is read as a few scalars up to the first 16-byte boundary, aligned float4s,
-// and a few scalars after the last whole float4.
+// and a few scalars after the last whole float4. Stage 05 splits its planes with it; stages 12
+// and 13 sum chunks of x through chunk_sum.cuh.
 #pragma once
 
 #include <cstdint>
-
-#include "lib/todo.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.
@@ -23,38 +22,6 @@ __host__ __device__ inline ChunkSplit split_chunk(uintptr_t addr, int len) {
   head = head < len ? head : len;
   const int body4 = (len - head) / 4;
   return {head, body4, head + 4 * body4};
-}
-
-/// This thread's share of the sum of src[0, len) when a block of kBlockThreads threads reads it:
-/// 16-byte loads for the aligned body, kUnroll of them issued before any is used (whole tiles),
-/// then the rest one at a time; head and tail (< 4 floats each) by the first threads. The
-/// whole-tile loop has no predicates, so the compiler keeps all kUnroll loads in flight instead
-/// of consuming each one before the next. Read-only data (__ldg).
-template <int kBlockThreads, int kUnroll>
-__device__ inline float chunk_partial_sum(const float* __restrict__ src, int len) {
-  // BEGIN SOLUTION 05
-  // STUB: ladder_todo("chunk_partial_sum: this thread's share of src[0, len): scalar head and tail, and the aligned body in float4s, kUnroll loads issued before their adds");
-  // STUB: ladder_unused(src);
-  // STUB: return 0.0f * float(len);
-  const ChunkSplit s = split_chunk(reinterpret_cast<uintptr_t>(src), len);
-  float acc = 0.0f;
-  if (int(threadIdx.x) < s.head) acc += __ldg(src + threadIdx.x);
-  if (int(threadIdx.x) < len - s.tail_begin) acc += __ldg(src + s.tail_begin + threadIdx.x);
-  const float4* body = reinterpret_cast<const float4*>(src + s.head);
-  int i = threadIdx.x;
-  for (; i + (kUnroll - 1) * kBlockThreads < s.body4; i += kUnroll * kBlockThreads) {
-    float4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldg(body + i + u * kBlockThreads);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc += (v[u].x + v[u].y) + (v[u].z + v[u].w);
-  }
-  for (; i < s.body4; i += kBlockThreads) {
-    const float4 v = __ldg(body + i);
-    acc += (v.x + v.y) + (v.z + v.w);
-  }
-  return acc;
-  // END SOLUTION
 }
 
 }  // namespace

@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"uniform", "exact"}))
       ->capture_default_str();
   app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
+  app.add_flag("--random-scale", p.random_scale,
+               "draw each channel's scale from [1/2, 3/2) instead of PyTorch's ones (a rung that drops it fails)");
   app.add_option("--rungs", opt.rung_ids, "comma-separated rungs, by number or name (default: all): " + ladder::rung_labels(p38::rungs()))
       ->delimiter(',')
       ->type_name("ID");
@@ -56,6 +58,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup", opt.warmup, "untimed repetitions before them")->check(at_least(0))->capture_default_str();
   app.add_flag("--no-flush-l2", no_flush, "do not flush L2 between repetitions");
+  app.add_flag("--refill-check", opt.refill_check,
+               "after each GPU rung, refill the same input buffers with another seed's values, run it once more "
+               "and check that run too (a result cached by input address fails)");
   app.add_flag("--force-cpu", opt.force_cpu, "run rung 00 even when its cost is large");
   app.add_option("--cpu-max-macs", opt.cpu_max_macs, "rung 00 runs only below this many multiply-adds")
       ->capture_default_str();

@@ -11,7 +11,7 @@ namespace ladder::p38 {
 
 namespace {
 
-enum Stream : uint64_t { kX = 1, kWeight, kBias };
+enum Stream : uint64_t { kX = 1, kWeight, kBias, kScale };
 
 float uniform_sym(uint64_t seed, uint64_t stream, uint64_t i, float bound) {
   return (2.0f * uniform01(seed, stream, i) - 1.0f) * bound;
@@ -92,6 +92,8 @@ Inputs make_inputs(const Problem38& p) {
     in.bias[i] = exact ? float(uniform_int(s, kBias, i, -4, 4)) / 16.0f : uniform_sym(s, kBias, i, b);
   for (size_t i = 0; i < in.x.size(); ++i)
     in.x[i] = exact ? float(uniform_int(s, kX, i, 0, 3)) : uniform01(s, kX, i);
+  if (p.random_scale)  // multiples of 1/16 in [1/2, 3/2): exact in fp32, never all ones
+    for (size_t i = 0; i < in.scale.size(); ++i) in.scale[i] = float(uniform_int(s, kScale, i, 8, 23)) / 16.0f;
   return in;
 }
 

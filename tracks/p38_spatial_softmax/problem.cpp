@@ -185,7 +185,7 @@ std::string Problem38::describe() const {
     << conv.kernel_size.str() << " stride=" << conv.stride.str() << " padding=" << conv.padding.str()
     << " output_padding=" << conv.output_padding.str() << " dilation=" << conv.dilation.str()
     << " groups=" << conv.groups << ") | clamp(" << clamp_min << ", " << clamp_max << ") | x~"
-    << to_string(distribution) << " seed=" << seed;
+    << to_string(distribution) << " seed=" << seed << (random_scale ? " random_scale" : "");
   return s.str();
 }
 

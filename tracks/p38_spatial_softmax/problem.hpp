@@ -82,6 +82,10 @@ struct Problem38 {
   double clamp_max = 1.0;
   Distribution distribution = Distribution::Uniform;
   uint64_t seed = 42;
+  /// false: scale is all ones, as PyTorch initializes the parameter (KernelBench); true: each
+  /// channel's scale is drawn from [1/2, 3/2), so that a rung that leaves it out fails (the
+  /// grader's problems set it).
+  bool random_scale = false;
 
   /// KernelBench's sizes: batch 32, 32 -> 64 channels, input 32x64x64, AvgPool3d(2),
   /// ConvTranspose3d(kernel_size 3, stride 2, padding 1, output_padding 1), clamp [0, 1],

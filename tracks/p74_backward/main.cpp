@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup", opt.warmup, "untimed repetitions before them")->check(at_least(0))->capture_default_str();
   app.add_flag("--no-flush,--no-flush-l2", no_flush, "do not flush L2 between repetitions");
+  app.add_flag("--refill-check", opt.refill_check,
+               "after each checked GPU backward, refill grad_out's buffer with another seed's values, run it once more "
+               "and check that run too (a result cached by buffer address fails)");
   app.add_flag("--force-cpu", opt.force_cpu, "run rung 00 even above --cpu-max-macs");
   app.add_option("--cpu-max-macs", opt.cpu_max_macs, "rung 00 runs a pass only below this many multiply-adds")
       ->check(at_least(0.0))

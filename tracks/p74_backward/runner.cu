@@ -308,6 +308,29 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
         }
         r.checked_on = r.checked ? "every element" : "unchecked: the backward exceeds --oracle-max-macs";
         if (r.checked) r.grad_check = check_grads(*ref, *tol, got);
+        if (r.checked && r.gpu && opt.refill_check && r.grad_check->pass()) {
+          // grad_out's buffer refilled with another seed's values, run once: a rung that keeps
+          // an earlier answer (a cache keyed on the buffer's address) fails here.
+          Problem74 q = p;
+          q.seed = p.seed ^ 0x5eed5eedULL;
+          const std::vector<float> grad_again = make_grad_out(q);
+          CUDA_CHECK(cudaMemcpy(io->grad_out.get(), grad_again.data(), grad_again.size() * sizeof(float),
+                                cudaMemcpyHostToDevice));
+          const DeviceBuffer<unsigned char> ws = detail::workspace(rung->backward_workspace(p), *rung);
+          io->poison(stream);
+          rung->backward({p, g->dev.view(), io->grad_out.get(), io->argmax.get(), io->y_saved.get(), io->grad_x.get(),
+                          io->grad_weight.get(), io->grad_bias.get(), io->grad_multiplier.get(), ws.get(), stream});
+          CUDA_CHECK(cudaStreamSynchronize(stream));
+          const GradResult second = io->fetch();
+          CUDA_CHECK(cudaMemcpy(io->grad_out.get(), grad_out.data(), grad_out.size() * sizeof(float),
+                                cudaMemcpyHostToDevice));  // the next rung sees the first grad_out again
+          const Grads ref_again = backward(p, in, *saved, grad_again);
+          const auto again = check_grads(ref_again, grad_tolerance(p, ref_again), second);
+          if (!again.pass()) {
+            r.grad_check = again;
+            r.note = "the run on a refilled grad_out (same buffer, another seed) disagrees with its oracle";
+          }
+        }
         say("  " + std::to_string(r.ms.median) + " ms; " + (r.checked ? r.grad_check->summary() : r.checked_on));
       } catch (const std::exception& e) {
         fail(r, e);

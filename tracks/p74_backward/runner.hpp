@@ -42,6 +42,9 @@ struct TrackOptions {
   double oracle_max_macs = 2e9;  ///< the fp64 oracles run only below this many (see above)
   int max_samples = 2;         ///< samples checked when the forward oracle would cost too much
   std::string forward_for_backward;  ///< rung whose saved state the backward rungs use; "": see above
+  /// Each checked GPU backward runs once more with grad_out's buffer refilled from another seed,
+  /// checked against its own oracle (the grader's rule: a cached answer fails).
+  bool refill_check = false;
   std::string json_path;
 };
 
