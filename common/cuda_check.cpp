@@ -23,11 +23,20 @@ std::string cuda_error_hint(cudaError_t code) {
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
-    return ". The driver supports CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
-           ", this program was built with CUDA " + std::to_string(runtime / 1000) + "." +
-           std::to_string(runtime % 1000 / 10) + ": build with a toolkit no newer than the driver (e.g. CUDA 12.x on Colab)";
+    return driver_version_hint(driver, runtime);
   }
   return "";
+}
+
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+std::string driver_version_hint(int driver_version, int runtime_version) {
+  if (driver_version <= 0) return ". " + std::string(kNoDriverOrGpu);
+  return ". The driver supports CUDA " + cuda_version_text(driver_version) + ", this program was built with CUDA " +
+         cuda_version_text(runtime_version) +
+         ": build with a toolkit no newer than the driver (e.g. CUDA 12.x on Colab)";
 }
 
 void throw_cuda_error(cudaError_t code, const char* expr, const char* file, int line) {

@@ -19,9 +19,23 @@ class CudaError : public std::runtime_error {
 };
 
 /// What to do about the errors a course machine meets first, as ". <advice>": a binary built for
-/// another GPU (it names the architectures built and this GPU's), or a toolkit newer than the
-/// driver (Colab's T4 driver runs CUDA 12.x only). Empty for every other error.
+/// another GPU (it names the architectures built and this GPU's), a toolkit newer than the
+/// driver (Colab's T4 driver runs CUDA 12.x only), or no driver at all (driver_version_hint()).
+/// Empty for every other error.
 std::string cuda_error_hint(cudaError_t code);
+
+/// What a machine without a usable GPU is told, in one short line: no driver is loaded (the
+/// runtime reports driver version 0), or the driver sees no device.
+inline constexpr const char* kNoDriverOrGpu = "no NVIDIA driver / no GPU";
+
+/// A CUDA version number as the runtime encodes it (1000 x major + 10 x minor) as "12.4".
+std::string cuda_version_text(int version);
+
+/// cuda_error_hint()'s advice for cudaErrorInsufficientDriver, from cudaDriverGetVersion() and
+/// cudaRuntimeGetVersion(): ". no NVIDIA driver / no GPU" where `driver_version` is 0 (no driver
+/// is installed: an older toolkit would not help), else ". The driver supports CUDA 12.4, this
+/// program was built with CUDA 13.0: build with a toolkit no newer than the driver (...)".
+std::string driver_version_hint(int driver_version, int runtime_version);
 
 [[noreturn]] void throw_cuda_error(cudaError_t code, const char* expr, const char* file, int line);
 

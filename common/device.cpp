@@ -8,19 +8,26 @@
 
 namespace ladder {
 
+std::string cuda_unavailable_reason(cudaError_t code, int count, int driver_version, int runtime_version) {
+  if (code == cudaSuccess && count == 0) return kNoDriverOrGpu;
+  if (code == cudaErrorNoDevice) return kNoDriverOrGpu;
+  if (code == cudaErrorInsufficientDriver && driver_version <= 0) return kNoDriverOrGpu;
+  if (code == cudaErrorInsufficientDriver)  // a driver older than this build's runtime: keep the advice
+    return std::string(cudaGetErrorName(code)) + ": " + cudaGetErrorString(code) +
+           driver_version_hint(driver_version, runtime_version);
+  return std::string(cudaGetErrorName(code)) + ": " + cudaGetErrorString(code) + cuda_error_hint(code);
+}
+
 bool cuda_device_available(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e) + cuda_error_hint(e);
-    cudaGetLastError();  // clear the sticky-free error so later calls start clean
-    return false;
-  }
-  if (count == 0) {
-    if (why) *why = "cudaGetDeviceCount found 0 devices";
-    return false;
-  }
-  return true;
+  if (e == cudaSuccess && count > 0) return true;
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  if (why) *why = cuda_unavailable_reason(e, count, driver, runtime);
+  cudaGetLastError();  // clear the sticky-free error so later calls start clean
+  return false;
 }
 
 std::string device_description() {

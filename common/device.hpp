@@ -12,8 +12,17 @@
 
 namespace ladder {
 
-/// Whether a usable CUDA device exists; if not, `why` says what the runtime reported.
+/// Whether a usable CUDA device exists; if not, `why` says why in one line:
+/// cuda_unavailable_reason() of what the runtime reported.
 bool cuda_device_available(std::string* why = nullptr);
+
+/// Why no CUDA device can be used, from cudaGetDeviceCount()'s `code` and `count` and the
+/// versions cudaDriverGetVersion() (0 without a driver) and cudaRuntimeGetVersion() report:
+/// "no NVIDIA driver / no GPU" (kNoDriverOrGpu) for cudaErrorNoDevice, for 0 devices and for
+/// cudaErrorInsufficientDriver with driver version 0 (no driver installed); for a driver older
+/// than the runtime, the error, CUDA's description and driver_version_hint()'s advice (a toolkit
+/// no newer than the driver); for any other error, the same with cuda_error_hint().
+std::string cuda_unavailable_reason(cudaError_t code, int count, int driver_version, int runtime_version);
 
 /// "NVIDIA H100 80GB HBM3, 132 SMs, 50 MiB L2, 79.1 GiB, sm_90".
 std::string device_description();

@@ -253,6 +253,9 @@ def grade_rung(args, r, folder, ctx):
         msg = "does not link:\n" + build_log + ("\n" + "\n".join(integrity.lines()) if integrity.failed else "")
         return [P(p, score=0, output=msg) for p in pts]
     ok, lines = runs.technique(ROOT, ctx["build"], r)
+    if ctx["todos"].get(r):  # the failures below are the stub's own (its TODO printf uses local memory)
+        lines.insert(0, f"NOTE: rung {r} still holds {len(ctx['todos'][r])} stub(s) of the handout (the TODO "
+                        "lines of the public part): the checks below judge the stub's code, not yours")
     bad = integrity.failed
     lines += integrity.lines()
     if bad:
@@ -387,7 +390,7 @@ def grade(args):
     jail = runs.JAIL = runs.Jail(grading_dir, boxed)
     try:
         jail.enable_audit()
-    except RuntimeError as e:  # integrity rule 5 needs the audit: official grading refuses without it
+    except (RuntimeError, OSError) as e:  # integrity rule 5 needs the audit: official grading refuses without it
         if official:
             raise sandbox.SandboxError(f"{e}: official grading needs the load audit (integrity rule 5)")
         log(f"WARNING: {e}: the libraries the programs load are not checked (integrity rule 5)")

@@ -28,7 +28,7 @@ import track
 # Paths (fnmatch globs, relative to the repository root) that a handout may contain. stages/ is
 # handled apart: the chosen rungs' folders, the earlier ones, and the lib files they include.
 SHIP = [
-    ".gitignore", "CMakeLists.txt",
+    ".gitignore", "CMakeLists.txt", "LICENSE",
     "cmake/CheckDriver.cmake", "cmake/CudaArchitectures.cmake", "cmake/GitStamp.cmake",
     "cmake/Sanitize.cmake", "cmake/Stages.cmake", "cmake/WriteIfChanged.cmake",
     "common/*.cpp", "common/*.hpp", "ladder/*.cpp", "ladder/*.hpp", "ladder/*.cu", "ladder/*.cuh",
@@ -36,13 +36,14 @@ SHIP = [
     "tests/mutants/sanitizer.problems",
     "scripts/assignment.py", "scripts/check_program.py", "scripts/check_rung_includes.sh",
     "scripts/check_sass.sh", "scripts/install_deps.sh", "scripts/sanitize.sh", "scripts/test.sh",
-    "grader/*.py", "grader/CMakeLists.txt", "grader/*.cu", "grader/*.cuh", "grader/rungs.json",
+    "grader/*.py", "grader/*.c", "grader/CMakeLists.txt", "grader/*.cu", "grader/*.cuh", "grader/rungs.json",
     "grader/public.problems", "grader/practice.problems",
     "docs/problem.md", "docs/measuring.md", "docs/mistakes.md", "docs/reading-profiles.md", "docs/img/*",
     "docs/students.md", "notebooks/colab_student.ipynb",
 ]
 # The instructor's own files: never in a handout, and never linked from one, even with --repo-url.
 INSTRUCTOR_ONLY = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*", "docs/answers.md", "docs/teaching.md",
+                   "tracks/*/answers.md",
                    "cmake/Mutants.cmake", "cmake/MutantApply.cmake"]
 # Never in a handout, whatever SHIP says (a second line of defence, checked on the result). The
 # measurements may be linked in the published repository (--repo-url).

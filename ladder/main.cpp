@@ -2,7 +2,11 @@
 // compiled once (the object library ladder_main), linked with each program's generated registry.
 // With no arguments: the KernelBench problem through every stage this program has.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 
 #include "pool_only.hpp"
 #include "problem_options.hpp"
@@ -22,6 +26,55 @@ std::string stage_list(bool pool_phase = false) {
   return s.empty() ? "none" : s;
 }
 
+// --dump DIR creates DIR itself only, never a missing parent (a mistyped path would otherwise
+// grow folders anywhere, / included when run as root). Throws std::invalid_argument naming the
+// missing parent, or DIR when it exists and is not a folder.
+void check_dump_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const fs::path path(trimmed);
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    if (!fs::is_directory(path, ec)) throw std::invalid_argument("--dump: " + dir + " exists and is not a folder");
+    return;
+  }
+  const fs::path parent = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw std::invalid_argument("--dump: the parent folder " + parent.string() + " of " + dir +
+                                " does not exist (--dump creates only the last folder of the path)");
+}
+
+// The full reason GPU stages were skipped is in the table's header ("device: none (...)"): each
+// skipped stage's line says only "skipped: no CUDA device". The JSON report keeps the full notes.
+template <class Report>
+Report with_short_skip_notes(Report report) {
+  const std::string prefix = "skipped: no CUDA device";
+  for (auto& s : report.stages)
+    if (s.note.rfind(prefix, 0) == 0) s.note = prefix;
+  return report;
+}
+
+bool nothing_ran(const ladder::LadderReport& report) {
+  for (const auto& s : report.stages)
+    if (s.ran) return false;
+  return true;
+}
+
+/// Without a GPU every GPU stage skips and stage 00 is too costly at the KernelBench size, so a
+/// first run would show nothing: run the CPU stage at the first KernelBench sizes instead and
+/// name the next commands. Returns true if it passed its checks.
+bool cpu_stage_instead(ladder::LadderOptions opt) {
+  std::cout << "\nNo GPU here, so nothing above ran. The CPU stage at the first KernelBench sizes instead\n"
+               "(build/ladder --kernelbench-v1 --stages 00):\n\n";
+  opt.stage_ids = {"00"};
+  const ladder::LadderReport cpu = ladder::run_ladder(ladder::Problem::kernelbench_v1(), opt);
+  std::cout << ladder::format_table(with_short_skip_notes(cpu))
+            << "\nNext: bash scripts/test.sh (every CPU test; the GPU tests skip), or read the stages' chapters\n"
+               "(stages/NN_*/README.md) and their committed results (results/) until you have a GPU.\n";
+  return cpu.all_passed();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,8 +92,9 @@ int main(int argc, char** argv) {
              "Results record the source tree's git commit; when running from a copy without .git, set\n"
              "LADDER_GIT_COMMIT (and LADDER_GIT_DIRTY=yes|no) in the environment.");
   ladder::add_problem_options(app, problem_opt);
-  app.add_option("--stages", opt.stage_ids, "comma-separated stages to run, by number or name (default: all): " +
-                                                stage_list())
+  app.add_option("--stages,--rungs", opt.stage_ids,
+                 "comma-separated stages to run, by number or name, each once (--rungs: the same; default: all): " +
+                     stage_list())
       ->delimiter(',')
       ->type_name("ID");
   app.add_option("--reps", opt.reps, "timed repetitions per GPU stage (median, min and max reported)")
@@ -65,9 +119,12 @@ int main(int argc, char** argv) {
                "against the oracle of its operands rounded to nearest (truncation fails)");
   app.add_flag("--force-cpu", opt.force_cpu, "run stage 00 even when its literal cost is large");
   app.add_option("--cpu-max-macs", opt.cpu_max_macs, "stage 00 runs only below this many multiply-adds")
+      ->check(at_least(0.0))
       ->capture_default_str();
   app.add_option("--json", opt.json_path, "write results as JSON to FILE (schema: ladder/report.cpp)")->type_name("FILE");
-  app.add_option("--dump", opt.dump_dir, "write x, weight, conv_bias, bias, oracle and stage outputs as .npy to DIR")
+  app.add_option("--dump", opt.dump_dir,
+                 "write x, weight, conv_bias, bias, oracle and stage outputs as .npy to DIR (created if missing; "
+                 "its parent must exist)")
       ->type_name("DIR");
   app.add_option("--inputs", opt.inputs_dir, "read x, weight, conv_bias, bias (.npy, float32, C order) from DIR")
       ->type_name("DIR");
@@ -95,16 +152,19 @@ int main(int argc, char** argv) {
 
   try {
     if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
+    if (!opt.dump_dir.empty()) check_dump_dir(opt.dump_dir);
     if (pool_only) {
       const ladder::PoolOnlyReport report = ladder::run_pool_only(p, opt);
-      std::cout << ladder::format_pool_only_table(report);
+      std::cout << ladder::format_pool_only_table(with_short_skip_notes(report));
       if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";
       return report.all_passed() ? 0 : 1;
     }
     const ladder::LadderReport report = ladder::run_ladder(p, opt);
-    std::cout << ladder::format_table(report);
+    std::cout << ladder::format_table(with_short_skip_notes(report));
     if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";
     if (!opt.dump_dir.empty()) std::cout << "arrays written to " << opt.dump_dir << "/\n";
+    if (nothing_ran(report) && report.device.empty() && opt.json_path.empty() && opt.dump_dir.empty())
+      return cpu_stage_instead(opt) && report.all_passed() ? 0 : 1;
     return report.all_passed() ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -7,18 +7,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_validators.hpp"  // at_least, not_negative
 #include "problem.hpp"
 
 namespace ladder {
-
-/// Values >= lo: "POSITIVE" or "NONNEGATIVE" in --help, the range in the error message.
-template <typename T>
-CLI::Validator at_least(T lo) {
-  return CLI::Range(lo, std::numeric_limits<T>::max()).description(lo > 0 ? "POSITIVE" : "NONNEGATIVE");
-}
 
 /// A spatial option that takes one value (both axes) or two (height width), like PyTorch.
 inline void add_pair_option(CLI::App& app, const std::string& name, Pair& target, const std::string& help) {
@@ -71,7 +67,9 @@ inline void add_problem_options(CLI::App& app, ProblemOptions& o, bool epilogue_
                    "to a near-zero tolerance)")
         ->check(CLI::IsMember({"uniform", "normal", "structured", "exact"}));
   }
-  app.add_option("--seed", p.seed, "seed of the input generator")->capture_default_str();
+  app.add_option("--seed", p.seed, "seed of the input generator (0 to 2^64 - 1)")
+      ->check(not_negative())
+      ->capture_default_str();
 }
 
 /// After app.parse(): the problem the options describe. --kernelbench-v1 supplies sizes and

@@ -37,6 +37,12 @@ std::vector<const StageDescriptor*> selected_stages(const LadderOptions& opt) {
       for (const StageDescriptor* s : all) known += " " + s->id;
       throw std::invalid_argument("unknown stage '" + id + "'; this program has:" + known);
     }
+    for (size_t k = 0; k < out.size(); ++k)
+      if (out[k] == found) {
+        const std::string& first = opt.stage_ids[k];
+        throw std::invalid_argument("--stages: stage " + found->id + " is listed twice" +
+                                    (first == id ? "" : " (as '" + first + "' and '" + id + "')"));
+      }
     out.push_back(found);
   }
   return out;

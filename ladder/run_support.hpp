@@ -23,7 +23,8 @@ RunRecord record_run(const LadderOptions& opt);
 void note(const LadderOptions& o, const std::string& msg);
 
 /// The stages --stages names (by number, name or "NN name"), in order; all when empty. Throws
-/// std::invalid_argument naming an unknown stage and the ones this program has.
+/// std::invalid_argument naming an unknown stage and the ones this program has, or a stage named
+/// twice ("--stages: stage 03 is listed twice").
 std::vector<const StageDescriptor*> selected_stages(const LadderOptions& opt);
 
 /// A progress callback (repetition k of n) that rewrites one stderr line on a terminal; empty

@@ -314,7 +314,8 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
       }
       if (!opt.dump_dir.empty()) dump_stage(p, r, opt.dump_dir);
     }
-    if (!r.ran && !r.failed) note(opt, label + ": " + r.note);
+    // The no-GPU reason was said once, above: each skipped GPU stage only names the skip.
+    if (!r.ran && !r.failed) note(opt, label + ": " + (s.is_gpu() && !gpu ? std::string("skipped: no CUDA device") : r.note));
     report.stages.push_back(std::move(r));
     if (report.stages.back().ran) previous = report.stages.size() - 1;
   }

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee "$OUT/gpu.txt"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DLADDER_WERROR=ON > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DLADDER_WERROR=ON -DLADDER_RESOURCE_USAGE=ON > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build build-gpu -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
 grep -E "registers|spill|stack" "$OUT/build.log" > "$OUT/resource-usage.txt" || true
 (cd build-gpu && ctest --output-on-failure ${CTEST_ARGS:-}) > "$OUT/ctest.log" 2>&1

@@ -715,7 +715,7 @@ def load(directory=None, warn=True):
     return ladders
 
 
-# --- formatting shared by the README table and the notebook ----------------------------------------
+# --- formatting shared by the results table (docs/results.md) and the notebook ----------------------------------------
 
 def fmt_ms(v) -> str:
     if v is None:

@@ -5,17 +5,32 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <limits>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "problem.hpp"  // Triple
+#include "cli_validators.hpp"  // at_least, not_negative
 
 namespace ladder::p38 {
 
-/// Values >= lo: "POSITIVE" or "NONNEGATIVE" in --help, the range in the error message.
-template <typename T>
-CLI::Validator at_least(T lo) {
-  return CLI::Range(lo, std::numeric_limits<T>::max()).description(lo > 0 ? "POSITIVE" : "NONNEGATIVE");
+// The option validators are the ladder's own (common/cli_validators.hpp).
+using ladder::at_least;
+using ladder::not_negative;
+
+/// Throws std::invalid_argument("--rungs: rung 03 is listed twice") when two entries of `ids`
+/// name the same rung, by id, name or both ("03", "fused_forward"); `find` maps an entry to its
+/// rung (the track's find_rung, which throws naming an unknown one). `option` names the list.
+template <class Find>
+void reject_repeated_rungs(const std::vector<std::string>& ids, Find find, const std::string& option = "--rungs") {
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      const auto& rung = find(ids[i]);
+      if (&rung != &find(ids[j])) continue;
+      const std::string as = ids[i] == ids[j] ? "" : " (as '" + ids[j] + "' and '" + ids[i] + "')";
+      throw std::invalid_argument(option + ": rung " + rung.id + " is listed twice" + as);
+    }
 }
 
 /// A 3-D option: one value (every axis) or three (depth height width), as PyTorch takes them;

@@ -13,6 +13,7 @@ namespace p38 = ladder::p38;
 
 using ladder::p38::add_triple;
 using ladder::p38::at_least;
+using ladder::p38::not_negative;
 
 int main(int argc, char** argv) {
   p38::Problem38 p = p38::Problem38::kernelbench();
@@ -47,10 +48,14 @@ int main(int argc, char** argv) {
   app.add_option("--distribution", distribution, "x ~ U[0,1) (uniform) or small integers with exact sums (exact)")
       ->check(CLI::IsMember({"uniform", "exact"}))
       ->capture_default_str();
-  app.add_option("--seed", p.seed, "seed of the inputs")->capture_default_str();
+  app.add_option("--seed", p.seed, "seed of the inputs (0 to 2^64 - 1)")
+      ->check(not_negative())
+      ->capture_default_str();
   app.add_flag("--random-scale", p.random_scale,
                "draw each channel's scale from [1/2, 3/2) instead of PyTorch's ones (a rung that drops it fails)");
-  app.add_option("--rungs", opt.rung_ids, "comma-separated rungs, by number or name (default: all): " + ladder::rung_labels(p38::rungs()))
+  app.add_option("--rungs,--stages", opt.rung_ids,
+                 "comma-separated rungs, by number or name, each once (--stages: the same; default: all): " +
+                     ladder::rung_labels(p38::rungs()))
       ->delimiter(',')
       ->type_name("ID");
   app.add_option("--reps", opt.reps, "timed repetitions per GPU rung (median, min and max reported)")
@@ -63,6 +68,7 @@ int main(int argc, char** argv) {
                "and check that run too (a result cached by input address fails)");
   app.add_flag("--force-cpu", opt.force_cpu, "run rung 00 even when its cost is large");
   app.add_option("--cpu-max-macs", opt.cpu_max_macs, "rung 00 runs only below this many multiply-adds")
+      ->check(at_least(0.0))
       ->capture_default_str();
   app.add_option("--sample-rows", opt.sample_rows, "rows checked against the oracle when the output is large")
       ->check(at_least(1))
@@ -80,6 +86,7 @@ int main(int argc, char** argv) {
   opt.progress = !quiet;
   try {
     p.distribution = p38::distribution_from_string(distribution);
+    ladder::p38::reject_repeated_rungs(opt.rung_ids, p38::find_rung);
     if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
     const p38::TrackReport report = p38::run_track(p, opt);
     std::cout << p38::format_table(report);

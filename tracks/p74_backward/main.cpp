@@ -13,6 +13,7 @@ namespace p74 = ladder::p74;
 
 using ladder::p38::add_triple;
 using ladder::p38::at_least;
+using ladder::p38::not_negative;
 
 int main(int argc, char** argv) {
   p74::Problem74 p = p74::Problem74::kernelbench();
@@ -59,8 +60,12 @@ int main(int argc, char** argv) {
                  "(needs a power-of-two --negative-slope)")
       ->check(CLI::IsMember({"uniform", "exact"}))
       ->capture_default_str();
-  app.add_option("--seed", p.seed, "seed of the inputs (grad_out uses seed + 1)")->capture_default_str();
-  app.add_option("--rungs", opt.rung_ids, "comma-separated rungs, by number or name (default: all): " + ladder::rung_labels(p74::rungs()))
+  app.add_option("--seed", p.seed, "seed of the inputs (grad_out uses seed + 1; 0 to 2^64 - 1)")
+      ->check(not_negative())
+      ->capture_default_str();
+  app.add_option("--rungs,--stages", opt.rung_ids,
+                 "comma-separated rungs, by number or name, each once (--stages: the same; default: all): " +
+                     ladder::rung_labels(p74::rungs()))
       ->delimiter(',')
       ->type_name("ID");
   app.add_option("--forward-for-backward", opt.forward_for_backward,
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {
   p74::TrackReport report;
   try {
     p.distribution = ladder::p38::distribution_from_string(distribution);
+    ladder::p38::reject_repeated_rungs(opt.rung_ids, p74::find_rung);
     if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
     report = p74::run_track(p, opt);
   } catch (const std::exception& e) {

@@ -261,7 +261,11 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
   for (const Rung* rung : chosen) {
     if (!rung->has_backward()) continue;
     RungResult r = start(*rung, "backward");
-    r.note = lost ? lost_note() : saved ? skip_reason(*rung, p, report.backward_macs, gpu, opt) : no_saved;
+    // Without a saved state, a rung that could not run anyway says why (no CUDA device, an
+    // unsupported problem) rather than blaming the missing state. (The CPU rung's cost is known
+    // only from the state: 0 here passes the --cpu-max-macs test.)
+    r.note = lost ? lost_note() : skip_reason(*rung, p, saved ? report.backward_macs : 0, gpu, opt);
+    if (!lost && !saved && r.note.empty()) r.note = no_saved;
     if (r.note.empty()) {
       say("rung " + rung->label() + " (backward, saved state from rung " + report.saved_from + ")...");
       try {
