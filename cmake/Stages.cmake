@@ -154,6 +154,20 @@ function(ladder_add_stage id)
   add_library(stage_${id} OBJECT ${LADDER_STAGE_SOURCES_${id}})
   target_include_directories(stage_${id} PRIVATE ${PROJECT_SOURCE_DIR}/stages)
   target_compile_definitions(stage_${id} PRIVATE ${defs})
+  # The handout's stubs left in the stage's own sources (ladder_todo calls outside the instructor's
+  # "// STUB:" comments), so that a run without a GPU can say the rung is still a stub. An edit of
+  # a source reruns this count.
+  set(stubs 0)
+  foreach(source IN LISTS LADDER_STAGE_SOURCES_${id})
+    file(STRINGS ${source} calls REGEX "ladder_todo\\(")
+    foreach(call IN LISTS calls)
+      if(NOT call MATCHES "^[ \t]*//")
+        math(EXPR stubs "${stubs} + 1")
+      endif()
+    endforeach()
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${source})
+  endforeach()
+  target_compile_definitions(stage_${id} PRIVATE LADDER_STAGE_STUBS=${stubs})
   target_link_libraries(stage_${id} PUBLIC ladder_common PRIVATE ladder_warnings)
 
   ladder_write_registry(${id} "${id}")

@@ -101,6 +101,9 @@ struct StageDescriptor {
   /// problem on the same stream, which saves a memset per run; for another problem (another
   /// layout) it zeroes it again. False: the workspace may hold anything.
   bool self_resetting_workspace = false;
+  /// The handout's stubs (ladder_todo calls) still in the stage's sources, counted by the build:
+  /// a run without a GPU says the rung is still a stub instead of only "skipped".
+  int stubs = 0;
   /// Optional: the stage's pool phase alone, the same function its run_gpu calls for that phase
   /// (`ladder --pool-only` times it on a generated tensor). Enqueues only, throws like run_gpu.
   void (*run_pool)(const PoolArgs&) = nullptr;

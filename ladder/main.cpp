@@ -51,7 +51,10 @@ template <class Report>
 Report with_short_skip_notes(Report report) {
   const std::string prefix = "skipped: no CUDA device";
   for (auto& s : report.stages)
-    if (s.note.rfind(prefix, 0) == 0) s.note = prefix;
+    if (s.note.rfind(prefix, 0) == 0) {  // the reason is in the header; a stub's remark stays
+      const size_t stub = s.note.find("; still a stub");
+      s.note = prefix + (stub == std::string::npos ? std::string() : s.note.substr(stub));
+    }
   return report;
 }
 

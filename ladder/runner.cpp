@@ -25,6 +25,14 @@ namespace ladder {
 
 namespace {
 
+/// "; still a stub: ..." for a stage that holds the handout's stubs, else "": without a GPU its
+/// skip would otherwise look like a pass.
+std::string stub_note(const StageDescriptor& s) {
+  if (s.stubs <= 0) return "";
+  return "; still a stub: " + std::to_string(s.stubs) + " ladder_todo call(s) left in stage " + s.id +
+         "'s sources, so it would fail on a GPU";
+}
+
 
 HostInputs load_inputs(const Problem& p, const std::string& dir) {
   namespace fs = std::filesystem;
@@ -232,7 +240,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     std::optional<GpuTiming> second_run;  // --refill-check: the run on the refilled buffers
     try {
       if (s.is_gpu() && !gpu) {
-        r.note = "skipped: no CUDA device (" + report.gpu_skip_reason + ")";
+        r.note = "skipped: no CUDA device (" + report.gpu_skip_reason + ")" + stub_note(s);
       } else if (s.is_gpu() && !report.cuda_context_lost.empty()) {
         r.note = "not run: " + report.cuda_context_lost;
       } else if (!s.is_gpu() && p.conv_macs() > opt.cpu_max_macs && !opt.force_cpu) {
@@ -315,7 +323,8 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
       if (!opt.dump_dir.empty()) dump_stage(p, r, opt.dump_dir);
     }
     // The no-GPU reason was said once, above: each skipped GPU stage only names the skip.
-    if (!r.ran && !r.failed) note(opt, label + ": " + (s.is_gpu() && !gpu ? std::string("skipped: no CUDA device") : r.note));
+    if (!r.ran && !r.failed)
+      note(opt, label + ": " + (s.is_gpu() && !gpu ? "skipped: no CUDA device" + stub_note(s) : r.note));
     report.stages.push_back(std::move(r));
     if (report.stages.back().ran) previous = report.stages.size() - 1;
   }

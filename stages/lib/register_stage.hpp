@@ -20,6 +20,10 @@
 #error "LADDER_STAGE_ID, LADDER_STAGE_NAME and LADDER_STAGE_SYMBOL are not all defined: a stage source is compiled by cmake/Stages.cmake (or python/conv_pool_ladder/_build.py), which derives them from the stage's folder name"
 #endif
 
+#ifndef LADDER_STAGE_STUBS  // set by cmake/Stages.cmake: the handout's stubs still in the sources
+#define LADDER_STAGE_STUBS 0
+#endif
+
 #define LADDER_REGISTER_STAGE(d)                                          \
   static void ladder_describe_stage(::ladder::StageDescriptor& d);        \
   const ::ladder::StageDescriptor& LADDER_STAGE_SYMBOL() {                \
@@ -27,6 +31,7 @@
       ::ladder::StageDescriptor s;                                        \
       s.id = LADDER_STAGE_ID;                                             \
       s.name = LADDER_STAGE_NAME;                                         \
+      s.stubs = LADDER_STAGE_STUBS;                                       \
       ladder_describe_stage(s);                                           \
       return s;                                                           \
     }();                                                                  \
