@@ -574,14 +574,18 @@ def markdown_files(folder):
     return [p for p in repo_files(folder) if p.endswith(".md")]
 
 
+def markdown_texts(folder):
+    """(path, text) of every Markdown file under folder."""
+    for path in markdown_files(folder):
+        with open(os.path.join(folder, path), encoding="utf-8") as f:
+            yield path, f.read()
+
+
 def unresolved_links(handout):
     """Every relative link of the handout's Markdown whose file or folder it does not hold, as
     "path:line: link to TARGET ..." (empty: every link resolves)."""
     problems = []
-    for path in markdown_files(handout):
-        with open(os.path.join(handout, path), encoding="utf-8") as f:
-            text = f.read()
-
+    for path, text in markdown_texts(handout):
         def check(target, offset):
             p, _ = link_path(path, target)
             if p is None or not os.path.exists(os.path.join(handout, p)):
@@ -605,10 +609,7 @@ def relink(root, out, stubbed, repo_url=""):
         return inside and not any(fnmatch.fnmatch(f, g) for f in inside for g in INSTRUCTOR_ONLY) \
             and not set().union(*owners_in(root, inside).values()) & set(stubbed)
 
-    for path in markdown_files(out):
-        with open(os.path.join(out, path), encoding="utf-8") as f:
-            text = f.read()
-
+    for path, text in markdown_texts(out):
         def decide(target, _offset):
             p, anchor = link_path(path, target)
             if p is not None and os.path.exists(os.path.join(out, p)):

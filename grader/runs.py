@@ -160,7 +160,7 @@ def grader_rules(rung_cfg):
 
 def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
     """Runs one correctness case (two runs on one workspace, then a third on the same buffers
-    refilled with other values; all checked, rules: grader_rules). Returns (status, detail, []);
+    refilled with other values; all checked, rules: grader_rules). Returns (status, detail);
     status: pass, fail, error, timeout, skipped (no GPU). show_output: a failing run's detail
     may end with an excerpt of its error output (public cases only)."""
     jail = current_jail()
@@ -171,36 +171,36 @@ def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False
     try:
         p, io = jail.run(argv, timeout)
     except subprocess.TimeoutExpired:
-        return "timeout", f"took longer than {timeout:.0f} s", []
+        return "timeout", f"took longer than {timeout:.0f} s"
     data = read_report(os.path.join(io, "report.json"))
     tail = excerpt(p.stderr) if show_output else ""
     if data is None:
-        return "error", f"the program stopped without a report (exit {p.returncode})" + tail, []
+        return "error", f"the program stopped without a report (exit {p.returncode})" + tail
     try:
         stage = next((s for s in data["stages"] if s["id"] == stage_id), None)
         if stage is None:
-            return "error", f"stage {stage_id} is not in the program's report", []
+            return "error", f"stage {stage_id} is not in the program's report"
         if not stage["ran"]:
             note = str(stage.get("note", ""))
             if note.startswith("skipped: no CUDA device"):
-                return "skipped", note[:300], []
-            return "error", ("did not run: " + note[:EXCERPT_CHARS]) if show_output else "did not run (an error)", []
+                return "skipped", note[:300]
+            return "error", ("did not run: " + note[:EXCERPT_CHARS]) if show_output else "did not run (an error)"
         agreement = stage["vs_oracle"]
         if agreement["pass"] is True:
-            return "pass", "", []
+            return "pass", ""
         refill = "run on refilled inputs" in str(stage.get("note", ""))
         detail = (f"{int(agreement['nan_count'])} output(s) NaN (never written?)" if agreement["nan_count"]
                   else f"disagrees with the fp64 oracle: worst error {float(agreement['worst_ratio_to_tolerance']):.3g}x "
                        "the tolerance")
-        return "fail", detail + (" (on the second inputs in the same buffers)" if refill else ""), []
+        return "fail", detail + (" (on the second inputs in the same buffers)" if refill else "")
     except (KeyError, TypeError, ValueError):
-        return "error", "the program's report is malformed", []
+        return "error", "the program's report is malformed"
 
 
 def gpu_available(program, stage_id, timeout=120):
     """(True, "") if the program runs its GPU stage here, else (False, why)."""
     case = problems.Case("probe", 0, ["--batch", "1", "--in-channels", "1", "--out-channels", "2", "--size", "4"], "")
-    status, detail, _ = run_case(program, stage_id, case, 1, timeout)
+    status, detail = run_case(program, stage_id, case, 1, timeout)
     if status == "skipped":
         return False, detail
     return True, ""
@@ -289,18 +289,17 @@ def timing(build, stage_id, mode, problem_args, reps, warmup, timeout):
     return ("mismatch" if data.get("mismatches") else "error"), data
 
 
-def run_cases(cases, public_seed, secret, reveal, run_one, fail_fast, todos):
-    """Runs correctness cases with run_one(case, seed) -> (status, detail, todo_lines); returns
+def run_cases(cases, public_seed, secret, reveal, run_one, fail_fast):
+    """Runs correctness cases with run_one(case, seed) -> (status, detail); returns
     ({category: [passed, ...]}, failure lines). With fail_fast, cases after the first failure count
-    as failed without running. Adds every TODO line seen to the set `todos`."""
+    as failed without running."""
     by_cat, lines = {}, []
     for case in cases:
         if fail_fast and lines:
             by_cat.setdefault(case.category, []).append(False)
             continue
         seed = problems.seed_for(public_seed, secret, case)
-        status, detail, todo = run_one(case, seed)
-        todos.update(todo)
+        status, detail = run_one(case, seed)
         by_cat.setdefault(case.category, []).append(status == "pass")
         if status != "pass":
             what = f"{case.category} #{case.index + 1}"
@@ -328,7 +327,7 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
                       todo_lines=()):
     """The public, hidden and sanitizer parts of rung r (P builds a reports.Part) and whether the
     rung may be timed (every case passed, sanitizers clean, integrity held). run_one(case, seed)
-    -> (status, detail, todo_lines) runs one correctness case; sanitize(tool) -> (status, output)
+    -> (status, detail) runs one correctness case; sanitize(tool) -> (status, output)
     runs one compute-sanitizer tool (status pass, fail, wrong or skipped; output as the report
     shows it); bad: the integrity check failed (no correctness points); todo_lines: the stubs the
     grader found still in the submission's files (stub_todos), the only TODO lines reported.
@@ -342,7 +341,7 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
 
     def cases(listed, secret, reveal, public):
         return run_cases(listed, cfg["public_seed"], secret, reveal, lambda c, s: run_one(c, s, public),
-                         args.fail_fast, set())
+                         args.fail_fast)
 
     log(f"rung {r}: public tests")
     pub_cat, pub_lines = cases(public, "", True, True)

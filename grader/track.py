@@ -175,7 +175,7 @@ def carriers(root, rung):
 
 
 def run_case(prog, number, case, seed, timeout, rep=None, show_output=False, also=()):
-    """One correctness case; returns (status, detail, todo_lines), status pass, fail, error,
+    """One correctness case; returns (status, detail), status pass, fail, error,
     timeout or skipped (no GPU), as runs.run_case does for a stage. rep: report_settings
     (default p38_ladder's). also: carrier rungs (carriers) run in the same program, each of
     which must run and pass as well."""
@@ -186,31 +186,31 @@ def run_case(prog, number, case, seed, timeout, rep=None, show_output=False, als
     try:
         p, data = run_program(prog, args, timeout)
     except subprocess.TimeoutExpired:
-        return "timeout", f"took longer than {timeout:.0f} s", []
+        return "timeout", f"took longer than {timeout:.0f} s"
     try:
         for n in numbers:
             which = f"rung {n}" + (f" (it holds code of rung {number}'s assignment)" if n != number else "")
             entry = rung_entry(data, n, rep["direction"])
             if entry is None:
                 return "error", f"the program stopped without a report of {which} (exit {p.returncode})" + \
-                    (runs.excerpt(p.stderr) if show_output else ""), []
+                    (runs.excerpt(p.stderr) if show_output else "")
             note = str(entry.get("note", ""))
             if not entry.get("ran"):
                 if note.startswith(NO_DEVICE):
-                    return "skipped", note[:300], []
+                    return "skipped", note[:300]
                 return "error", (f"{which} did not run: " + note[:runs.EXCERPT_CHARS]) if show_output else \
-                    f"{which} did not run (an error)", []
+                    f"{which} did not run (an error)"
             passed, detail = agreement_verdict(entry.get(rep["check"]))
             if not passed:
-                return "fail", (detail if n == number else f"{which}: {detail}"), []
+                return "fail", (detail if n == number else f"{which}: {detail}")
     except (KeyError, TypeError, ValueError, AttributeError):
-        return "error", "the program's report is malformed", []
-    return "pass", "", []
+        return "error", "the program's report is malformed"
+    return "pass", ""
 
 
 def gpu_available(prog, number, probe):
     """(True, "") if the program runs the rung on a GPU here, else (False, why)."""
-    status, detail, _ = run_case(prog, number, problems.Case("probe", 0, list(probe), ""), 1, 120)
+    status, detail = run_case(prog, number, problems.Case("probe", 0, list(probe), ""), 1, 120)
     return (False, detail) if status == "skipped" else (True, "")
 
 

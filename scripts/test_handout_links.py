@@ -79,10 +79,7 @@ class HandoutLinksTest(unittest.TestCase):
         p = cli("handout", "--rungs", "03,04", "--out", out, "--repo-url", URL)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertEqual(handout.unresolved_links(out), [])
-        texts = ""
-        for path in handout.markdown_files(out):
-            with open(os.path.join(out, path), encoding="utf-8") as f:
-                texts += f.read()
+        texts = "".join(text for _path, text in handout.markdown_texts(out))
         self.assertIn(f"]({URL}/results/ladder_h200.json)", texts)
         self.assertIn(f"]({URL}/profiles/data/03_shared_tree.txt)", texts)
         self.assertNotIn(f"{URL}/docs/answers.md", texts)  # instructor-only: never linked

@@ -28,12 +28,9 @@ struct DeviceCopy {
   DeviceCopy(const Inputs& in)
       : x(in.x.size(), "x"), weight(in.weight.size(), "weight"), bias(in.bias.size(), "bias"),
         scale(in.scale.size(), "scale") {
-    CUDA_CHECK(cudaMemcpy(x.get(), in.x.data(), x.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(weight.get(), in.weight.data(), weight.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(bias.get(), in.bias.data(), bias.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(scale.get(), in.scale.data(), scale.bytes(), cudaMemcpyHostToDevice));
+    refill(in);
   }
-  /// Overwrites the same buffers with `in` (same shapes): --refill-check's second inputs.
+  /// Copies `in` (same shapes) into the buffers: at construction, and --refill-check's second inputs.
   void refill(const Inputs& in) {
     CUDA_CHECK(cudaMemcpy(x.get(), in.x.data(), x.bytes(), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(weight.get(), in.weight.data(), weight.bytes(), cudaMemcpyHostToDevice));
