@@ -2,6 +2,8 @@
 integrity checks (the rules of the latter in integrity.py), and the interleaved timing. Each
 returns plain data; grade.py scores it. correctness_parts and performance_gate are the scoring
 the stages (grade.py) and the tracks (track.py) share."""
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -9,6 +11,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 import integrity as integrity_check
 import loaded_libraries
@@ -158,7 +161,49 @@ def grader_rules(rung_cfg):
     return ["--check-precision", rung_cfg.get("precision", "fp32"), "--refill-check"]
 
 
+LARGE_CASE_BYTES = 4e9  # above this, a case needs one of its GPU's LARGE_CASE_SLOTS
+LARGE_CASE_SLOTS = 3     # the largest hidden problems hold about 10-20 GB each; an H100 has 80 GB
+
+
+@contextlib.contextmanager
+def large_case_turn(case):
+    """Holds, for a case whose largest tensor passes LARGE_CASE_BYTES, one of LARGE_CASE_SLOTS
+    locks shared by every grading on this machine that uses the same GPU (CUDA_VISIBLE_DEVICES),
+    waiting for a free one: an instructor grading a class in parallel must not see a correct
+    submission fail because other submissions' large problems filled the GPU's memory at the same
+    moment. Small cases, and everything a submission does, take no lock; waiting does not count
+    against a timeout."""
+    if case.largest_tensor_bytes() <= LARGE_CASE_BYTES:
+        yield
+        return
+    gpu = re.sub(r"[^A-Za-z0-9,-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
+    stem = os.path.join(tempfile.gettempdir(), f"ladder-grader-large-case-gpu-{gpu}-slot")
+    files = [open(f"{stem}{i}.lock", "a") for i in range(LARGE_CASE_SLOTS)]
+    try:
+        held = None
+        while held is None:
+            for f in files:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = f
+                    break
+                except BlockingIOError:
+                    continue
+            else:
+                time.sleep(0.5)
+        yield
+    finally:
+        for f in files:
+            f.close()  # closing releases the lock
+
+
 def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
+    """One correctness case (_run_case), a large one in its turn (large_case_turn)."""
+    with large_case_turn(case):
+        return _run_case(program, stage_id, case, seed, timeout, rules, show_output)
+
+
+def _run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
     """Runs one correctness case (two runs on one workspace, then a third on the same buffers
     refilled with other values; all checked, rules: grader_rules). Returns (status, detail);
     status: pass, fail, error, timeout, skipped (no GPU). show_output: a failing run's detail

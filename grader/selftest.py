@@ -183,7 +183,8 @@ def add_parser(sub, root):
     s.add_argument("--timeout", type=float, default=600)
     s.add_argument("--skip-gpu", action="store_true", help="static parts only (no GPU here)")
     s.add_argument("--only", default="", help="comma-separated parts to run: reference, stub, fixtures")
-    s.add_argument("--fixtures", default="*", help="the fixtures to run, a glob on their names (e.g. '03/untimed_*')")
+    s.add_argument("--fixtures", default="*", help="the fixtures to run: a glob on their names, or several separated by commas "
+                        "(e.g. '03/untimed_*,04/nonatomic_add')")
     s.set_defaults(run=lambda a: run(a, root))
 
 
@@ -282,7 +283,7 @@ def run_ladder(a, root, rungs, fixtures, only, work, record):
                        f"correctness {pub + hid:g} of {pub_max + hid_max:g}; TODO message shown: {todo}")
     if "fixtures" in only:
         for fx in fixtures:
-            if fx["rung"] not in rungs or not fnmatch.fnmatch(fx["name"], a.fixtures):
+            if fx["rung"] not in rungs or not any(fnmatch.fnmatch(fx["name"], g.strip()) for g in a.fixtures.split(",")):
                 continue
             sub = os.path.join(a.work, "fixtures", fx["name"].replace("/", "_"))
             apply_fixture(root, fx, declared[fx["rung"]], sub)

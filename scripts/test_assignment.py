@@ -442,6 +442,43 @@ class ProblemsTest(unittest.TestCase):
         self.assertEqual(problems.seed_for(7, "s", a1), problems.seed_for(7, "s", problems.Case("a", 1, ["x"], "y")))
         self.assertNotEqual(problems.seed_for(7, "", a0), problems.seed_for(8, "", a0))
 
+    def test_largest_tensor_bytes(self):
+        def size(*args):
+            return problems.Case("c", 0, list(args), "").largest_tensor_bytes()
+        self.assertEqual(size(), 4 * 16 * 128 * 514 * 514)  # the KernelBench problem's convT output
+        self.assertEqual(size("--kernelbench-v1"), 4 * 128 * 16 * 34 * 34)
+        self.assertEqual(size("--batch", "9", "--in-channels", "1025", "--out-channels", "1", "--size", "512", "512"),
+                         4 * 9 * 1025 * 512 * 512)  # x is the larger
+        self.assertEqual(size("--batch", "2", "--out-channels", "3", "--size", "6", "8", "--stride", "2"),
+                         4 * 2 * 64 * 6 * 8)
+        self.assertEqual(size("--batch", "1", "--in-channels", "2", "--out-channels", "5", "--input-size", "4", "6", "8",
+                              "--kernel-size", "3", "--stride", "2", "1", "1", "--clamp-min", "-1"), 4 * 5 * 9 * 8 * 10)
+        large = [c for c in problems.load(os.path.join(ROOT, "grader", "hidden", "hidden.problems"))
+                 if c.largest_tensor_bytes() > runs.LARGE_CASE_BYTES]
+        self.assertEqual({c.category for c in large}, {"past_2_31_elements"})
+
+    def test_large_cases_take_turns(self):
+        """A large case holds one of its GPU's slots (a grading finds them all taken when every
+        slot is held); a small one takes none."""
+        big = problems.Case("c", 0, ["--batch", "9", "--in-channels", "1025", "--size", "512"], "")
+        small = problems.Case("c", 0, ["--batch", "1"], "")
+        probe = ("import fcntl, sys\nfor path in sys.argv[1:]:\n    f = open(path, 'a')\n"
+                 "    try:\n        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n        sys.exit(0)\n"
+                 "    except OSError:\n        pass\nsys.exit(3)\n")
+        slots = [os.path.join(self.tmp, f"ladder-grader-large-case-gpu-5-slot{i}.lock") for i in range(2)]
+
+        def free_slot():
+            return subprocess.run([sys.executable, "-c", probe, *slots]).returncode == 0
+        with mock.patch.dict(os.environ, {"CUDA_VISIBLE_DEVICES": "5"}), \
+                mock.patch.object(tempfile, "tempdir", self.tmp), mock.patch.object(runs, "LARGE_CASE_SLOTS", 2):
+            with runs.large_case_turn(small):
+                self.assertFalse(os.path.exists(slots[0]))
+            with runs.large_case_turn(big):
+                self.assertTrue(free_slot())  # one of two taken
+                with runs.large_case_turn(big):
+                    self.assertFalse(free_slot())  # both taken: a third large case would wait
+            self.assertTrue(free_slot())
+
     def test_repository_lists(self):
         grader = os.path.join(ROOT, "grader")
         self.assertGreater(len(problems.load(os.path.join(grader, "public.problems"))), 0)
