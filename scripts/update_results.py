@@ -108,7 +108,10 @@ def run_table(run: lr.LadderRun) -> list:
     peak, peak_how = run.fp32_peak_tflops()
     rows = lr.stage_rows(run)
     any_cross_run = False
-    out = [f"### {run.gpu_name}", ""]
+    p = run.problem or {}
+    shape = f"batch {p.get('batch')}, {p.get('in_channels')} \u2192 {p.get('out_channels')} channels, " \
+            f"{p.get('in_h')}\u00d7{p.get('in_w')}"
+    out = [f"### {run.gpu_name}, {shape}", ""]  # one heading per run: each GPU may have several
     src = f"`{rel(run.path)}`"
     if run.pytorch:
         m = run.pytorch.meta

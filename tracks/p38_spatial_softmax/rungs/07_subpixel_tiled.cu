@@ -333,7 +333,12 @@ void run(const RungArgs& a) {
 }  // namespace
 
 const Rung& rung_07() {
-  static const Rung r{"07", "subpixel_tiled", "sub-pixel phases with compile-time taps, register tiles of 8 channels",
+#define P38_RUNG07_STR2(x) #x
+#define P38_RUNG07_STR(x) P38_RUNG07_STR2(x)
+  // The idea names the tile this build uses (P38_RUNG07_CO channels x P38_RUNG07_CELLS cells).
+  static const Rung r{"07", "subpixel_tiled",
+                      "sub-pixel phases with compile-time taps, register tiles of " P38_RUNG07_STR(P38_RUNG07_CO)
+                      " channels x " P38_RUNG07_STR(P38_RUNG07_CELLS) " cells",
                       nullptr, workspace, run, shift_unsupported, true, P38_RUNG07_RECOMPUTE ? 2 : 1};
   return r;
 }
