@@ -1,6 +1,6 @@
 # Script mode, run at every build: cmake -DSOURCE_DIR=<repo> -DOUT=<header> -P cmake/GitStamp.cmake
 # Writes the commit the sources are at, and whether tracked files differ from it, as macros that
-# common/provenance.cpp records in the results (LADDER_BUILD_GIT_COMMIT, LADDER_BUILD_GIT_DIRTY).
+# common/toolkit/provenance.cpp records in the results (LADDER_BUILD_GIT_COMMIT, LADDER_BUILD_GIT_DIRTY).
 # The file is rewritten only when that changes, so an unchanged tree rebuilds nothing. Outside a
 # git checkout (a tarball) both are "unknown".
 set(commit "unknown")

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda_check.hpp"
-#include "gpu_session.hpp"  // Spread, spread_of, L2Flush
+#include "timing.hpp"  // Spread, spread_of, L2Flush
 
 namespace ladder {
 

@@ -11,8 +11,8 @@
 // results/floor_sweep_h200.txt holds its output; profiles/data/floor_streaming_read.txt the ncu
 // metrics of one configuration (`ncu ... floor_sweep --only 2,1024,-1 --flush none`; the command
 // is in that file). Builds with nvcc alone too:
-//   nvcc -O3 -std=c++17 -arch=sm_90 -Icommon -Iladder -o floor_sweep
-//        ladder/floor_sweep.cu common/device.cpp common/cuda_check.cpp   (one command line)
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Icommon/toolkit -Iladder -o floor_sweep
+//        ladder/floor_sweep.cu common/toolkit/device.cpp common/toolkit/cuda_check.cpp   (one command line)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -11,15 +11,9 @@
 
 #include "device.hpp"
 #include "stage.hpp"
+#include "timing.hpp"  // Spread, spread_of, L2Flush
 
 namespace ladder {
-
-/// Minimum, median and maximum of a set of timings, in ms.
-struct Spread {
-  double min = 0, median = 0, max = 0;
-};
-/// The spread of `v` (by copy; any order); all zero if v is empty.
-Spread spread_of(std::vector<double> v);
 
 /// Times in ms of one timed GPU stage, per phase and in total, plus its outputs.
 struct GpuTiming {
@@ -29,21 +23,6 @@ struct GpuTiming {
   Spread total_spread;
   std::vector<double> pooled;  ///< from the last repetition, widened to double
   std::vector<double> y;
-};
-
-/// Empties L2 before a timed launch: a memset of a device buffer twice the L2's size, then a
-/// streaming read of that buffer, so that the next launch finds neither its own data nor dirty
-/// lines waiting to be written back in L2 (GpuSession flushes this way; so does grader/).
-class L2Flush {
- public:
-  /// Allocates the buffer for the current device's L2 (throws DeviceMemoryError) and plans its read.
-  L2Flush();
-  /// Enqueues the flush on `stream`; throws CudaError.
-  void operator()(cudaStream_t stream) const;
-
- private:
-  DeviceBuffer<unsigned char> buffer_;
-  std::function<void(cudaStream_t)> read_;  ///< the planned read-back (streaming_read.cuh)
 };
 
 /// Called after each repetition with (done, total) for progress output.
@@ -124,10 +103,5 @@ class GpuSession {
   cudaStream_t stream_ = nullptr;
 };
 
-/// Returns the median of `v` (by copy; v may be in any order).
-double median(std::vector<double> v);
-
-/// The CUDA compiler that built this file (and the kernels linked with it): "13.0.88".
-std::string nvcc_version();
 
 }  // namespace ladder

@@ -7,8 +7,8 @@
 //
 //   mma_peak [--reps R] [--iters N]
 //
-// Plain argument parsing: it builds with nvcc alone (nvcc -O3 -arch=sm_90 -Icommon -o mma_peak
-// ladder/mma_peak.cu common/device.cpp common/cuda_check.cpp).
+// Plain argument parsing: it builds with nvcc alone (nvcc -O3 -arch=sm_90 -Icommon/toolkit -o mma_peak
+// ladder/mma_peak.cu common/toolkit/device.cpp common/toolkit/cuda_check.cpp).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

@@ -12,7 +12,7 @@
 //
 // The check. A stage forms each pooled value as an fp32 sum of the P values of its plane, in
 // some order, then one fp32 division by float(P). The probabilistic bound of Higham & Mary that
-// common/tolerance.hpp uses for the whole pipeline, applied to this one sum of P terms:
+// common/model/tolerance.hpp uses for the whole pipeline, applied to this one sum of P terms:
 //   |pooled - mean| <= lambda*sqrt(P)*u*mean|t| + k*u*|mean|,  lambda = 8, u = 2^-24,
 // mean|t| = sum|terms| / P (from the fp64 pass), k = 1 when float(P) is exact (P <= 2^24), else
 // 2 (float(P) rounds too). At P = 264196 the first term is 2.5e-4 * mean|t|, and it fails with
@@ -29,7 +29,7 @@
 
 namespace ladder {
 
-/// uniform01 streams of the pool-only tensor (common/inputs.cpp uses 1-6 for the inputs).
+/// uniform01 streams of the pool-only tensor (common/model/inputs.cpp uses 1-6 for the inputs).
 constexpr uint64_t kPoolTensorStream = 80;
 constexpr uint64_t kPoolPlaneMeanStream = 81;
 

@@ -4,7 +4,7 @@
 //   problem      {batch, in_channels, out_channels, in_h, in_w, kernel_size [h, w], stride,
 //                 padding, output_padding, dilation, groups, scale, bias_scale, distribution,
 //                 seed, out_h, out_w}
-//   cost         {conv, pool, epilogue, fused: {bytes, flops}}   (common/problem.hpp, cost_of)
+//   cost         {conv, pool, epilogue, fused: {bytes, flops}}   (common/model/problem.hpp, cost_of)
 //   provenance   {git_commit, git_dirty ("yes"/"no"/"unknown"), nvcc_version,
 //                 cuda_runtime_version, driver_cuda_version, driver_release, host_cpu, date_utc}
 //   timing       {warmup, reps, flush_l2, statistic: "median"}
@@ -122,7 +122,7 @@ std::string format_table(const LadderReport& r) {
   if (r.dram_peak_gbps > 0) out << "peak:    DRAM " << r.dram_peak_formula << "\n";
   out << "oracle:  linearity identity in fp64; fp32 stages held to the "
       << (r.tolerance == "exact" ? "exact-input tolerance (only the mean's rounding)" : "fp32 rounding tolerance")
-      << " derived in common/tolerance.hpp\n";
+      << " derived in common/model/tolerance.hpp\n";
   if (!r.cuda_context_lost.empty()) out << "CUDA:    " << r.cuda_context_lost << "\n";
   out << "\n";
 

@@ -15,7 +15,7 @@
 #include "cuda_context.hpp"
 #include "device.hpp"
 #include "gpu_session.hpp"
-#include "host_memory.hpp"
+#include "host_memory_need.hpp"
 #include "npy.hpp"
 #include "oracle.hpp"
 #include "run_support.hpp"

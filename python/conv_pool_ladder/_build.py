@@ -9,25 +9,28 @@ does.
 What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmake):
   - csrc/*.cpp, this package's C++: the pybind module (binding.cpp), the argument checks and
     stage calls (stage_call.cpp) and the registered operator with its autograd (stage_op.cpp),
-  - common/*.cpp (problem model, CUDA checks, ...),
+  - common/toolkit/*.cpp (CUDA checks, device buffers, ...) and common/model/*.cpp (problem 42's
+    model),
   - every GPU stage of the list (stage 00, the CPU reference, is left out): its sources, each
     with the stage's compile definitions (LADDER_STAGE_ID, LADDER_STAGE_NAME, LADDER_STAGE_SYMBOL,
     which stages/lib/register_stage.hpp turns into the descriptor),
   - a generated registry, registry.cpp, defining ladder::registered_stages() over the stages
     built, written by cmake/Stages.cmake,
   - with_p38=True (python/conv_pool_ladder/p38.py asks for it), problem 38, the second track,
-    too: its host code (tracks/p38_spatial_softmax/: problem, oracle, tolerance, rows), its
-    registry, device/geometry.cpp and all its rungs (rungs/*.cu and rungs/*.cpp: rung 00, the CPU
-    reference, is compiled too, since registry.cpp lists it; it needs OpenMP, which the flags
-    below already give), and the operators of csrc/p38_call.cpp. Not runner.cu or main.cpp (they
+    too: its host code (tracks/p38_spatial_softmax/: problem, oracle, tolerance, rows),
+    registry.cpp (find_rung), device/geometry.cpp and all its rungs (rungs/*.cu and rungs/*.cpp,
+    each with the number and name cmake/Stages.cmake derives from its file name; rung 00, the
+    CPU reference, is compiled too, since the registry Stages.cmake generates lists every rung
+    file; it needs OpenMP, which the flags below already give), and the operators of
+    csrc/p38_call.cpp. Not runner.cu or main.cpp (they
     need ladder/, nlohmann_json and CLI11). A module of its own (conv_pool_ladder_p38, or
     <stage set>_p38), so that the first track's modules neither wait for nor depend on the
     second's sources. Where the checkout has no track (tracks/p38_spatial_softmax/problem.cpp,
     the test CMakeLists.txt makes; a student handout) with_p38 raises, and csrc/p38_call.cpp is
     never compiled. The track's sources include "common/..." from the repository root and their
     own headers by relative quoted includes, so the include path gains the root and tracks/,
-    after csrc/, common/ and stages/, so that every existing include resolves as before (common/
-    has a problem.hpp too: p38_call.cpp includes "p38_spatial_softmax/rung.hpp").
+    after csrc/, common/'s parts and stages/, so that every existing include resolves as before
+    (common/model/ has a problem.hpp too: p38_call.cpp includes "p38_spatial_softmax/rung.hpp").
   - with_p74=True (python/conv_pool_ladder/p74.py asks for it), problem 74, the third track, the
     same way: its host code (tracks/p74_backward/: problem, oracle, tolerance), registry,
     device/geometry.cpp and all its rungs (rung 00 included), plus the problem-38 host code it
@@ -39,7 +42,7 @@ What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmak
     p74_call.cpp includes "p74_backward/rung.hpp".
 Flags: -O3, -std=c++17 (c++20 from torch 2.12 on, whose headers need it; LADDER_CXX_STD overrides),
 code for the local GPU's architecture only (torch.cuda.get_device_capability, sm_90 where none
-is visible; LADDER_CUDA_ARCH=90a overrides), include dirs csrc/, common/ and stages/. The architecture
+is visible; LADDER_CUDA_ARCH=90a overrides), include dirs csrc/, common/toolkit/, common/model/ and stages/. The architecture
 goes through TORCH_CUDA_ARCH_LIST (set for the build only): cpp_extension adds -gencode flags of
 its own for every visible GPU whatever extra_cuda_cflags say, so an -arch flag there would
 only be a second, possibly conflicting, target. "9.0" becomes -gencode=arch=compute_90,code=sm_90.
@@ -79,6 +82,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CSRC = Path(__file__).resolve().parent / "csrc"
+COMMON_PARTS = ("toolkit", "model")  # common/toolkit/ (no problem) and common/model/ (problem 42)
 P38_CALL = "p38_call.cpp"  # csrc/ file compiled only with the problem-38 track
 P74_CALL = "p74_call.cpp"  # csrc/ file compiled only with the problem-74 track
 P38_HOST = ("problem.cpp", "oracle.cpp", "tolerance.cpp", "rows.cpp")  # CMake's p38_host
@@ -121,6 +125,21 @@ def p74_sources(root: Path = REPO_ROOT) -> list:
     registry, device/geometry.cpp, every rung (.cu and .cpp), sorted. The problem-38 host code it
     needs comes from p38_host_sources."""
     return _track_sources(p74_track_dir(root), P74_HOST + ("registry.cpp",))
+
+
+def track_rung_definitions(track_dir: Path, namespace: str, out_dir: Path, root: Path = REPO_ROOT):
+    """({rung file path: its compile definitions}, the generated registry's path) of a track, as
+    CMake makes them (cmake/Stages.cmake in script mode: each rung's number and name from its file
+    name, rungs() of ladder::<namespace> over every rung file)."""
+    listed, registry = out_dir / f"rungs_{namespace}.tsv", out_dir / f"rungs_{namespace}.cpp"
+    run_stages_cmake(root, LADDER_TRACK_RUNGS_DIR=track_dir / "rungs", LADDER_TRACK_NAMESPACE=namespace,
+                     LADDER_TRACK_RUNG_LIST_OUT=listed, LADDER_TRACK_REGISTRY_OUT=registry)
+    defs = {}
+    for line in listed.read_text().splitlines():
+        if line and not line.startswith("#"):
+            _id, file, _name, definitions = line.split("\t")
+            defs[track_dir / "rungs" / file] = tuple(definitions.split(";"))
+    return defs, registry
 
 
 def p38_host_sources(root: Path = REPO_ROOT) -> list:
@@ -289,16 +308,23 @@ def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT, with_p38: b
         _write_if_changed(wrapper, f'// Wrapper: compiles {path} under a unique object name.\n{defines}#include "{path}"\n')
         sources.append(str(wrapper))
 
-    for p in sorted((root / "common").glob("*.cpp")):
-        wrap("common", p)
+    for part in COMMON_PARTS:
+        for p in sorted((root / "common" / part).glob("*.cpp")):
+            wrap(f"common_{part}", p)
     for s in stages:
         for p in s.sources:
             wrap(f"stage{s.id}", p, s.definitions)
+    rung_defs = {}
+    for on, track_dir, namespace in ((with_p38, track, "p38"), (with_p74, track74, "p74")):
+        if on:  # each rung file's definitions, and the generated rungs() of the track
+            defs, registry = track_rung_definitions(track_dir, namespace, src_dir, root)
+            rung_defs.update(defs)
+            sources.append(str(registry))
     p38_files = p38_sources(root) if with_p38 else p38_host_sources(root) if with_p74 else []
     for p in p38_files:  # p38_<folder>__<name>: not common's problem.cpp
-        wrap("p38" + "".join(f"_{part}" for part in p.relative_to(track).parent.parts), p)
+        wrap("p38" + "".join(f"_{part}" for part in p.relative_to(track).parent.parts), p, rung_defs.get(p, ()))
     for p in p74_sources(root) if with_p74 else []:  # p74_<folder>__<name>
-        wrap("p74" + "".join(f"_{part}" for part in p.relative_to(track74).parent.parts), p)
+        wrap("p74" + "".join(f"_{part}" for part in p.relative_to(track74).parent.parts), p, rung_defs.get(p, ()))
     registry = src_dir / "registry.cpp"
     write_registry(registry, [s.id for s in stages], root)
     sources.append(str(registry))
@@ -443,8 +469,8 @@ def load_extension(stages=None, verbose: bool = False, build_dir=None, with_p38:
     sources = wrapper_sources(selected, build, with_p38=with_p38, with_p74=with_p74)
     std = cxx_standard(torch)
     arch = cuda_arch(torch)
-    includes = [str(CSRC), str(REPO_ROOT / "common"), str(REPO_ROOT / "stages")]
-    if with_p38 or with_p74:  # "common/cuda_check.hpp" from the root; "p38_spatial_softmax/...", "p74_backward/..."
+    includes = [str(CSRC), *(str(REPO_ROOT / "common" / part) for part in COMMON_PARTS), str(REPO_ROOT / "stages")]
+    if with_p38 or with_p74:  # "common/toolkit/cuda_check.hpp" from the root; "p38_spatial_softmax/...", "p74_backward/..."
         includes += [str(REPO_ROOT), str(REPO_ROOT / "tracks")]
     if verbose:
         print(f"[conv_pool_ladder] building {name} in {build}: std={std}, sm_{arch}, "

@@ -15,7 +15,7 @@
 
 namespace ladder::p38 {
 
-// The option validators are the ladder's own (common/cli_validators.hpp).
+// The option validators are the ladder's own (common/toolkit/cli_validators.hpp).
 using ladder::at_least;
 using ladder::not_negative;
 

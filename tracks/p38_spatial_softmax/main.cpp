@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "cli.hpp"
-#include "rung_lookup.hpp"  // ladder/
+#include "rung_lookup.hpp"  // common/toolkit/
 #include "provenance_report.hpp"  // ladder/
 #include "runner.hpp"
 

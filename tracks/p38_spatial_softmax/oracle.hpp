@@ -20,7 +20,7 @@ struct Inputs {
   std::vector<float> scale;   ///< (out_channels): the (1, out_channels, 1, 1, 1) parameter
 };
 
-/// Draws inputs from p.seed with the counter-based generator of common/uniform01.hpp:
+/// Draws inputs from p.seed with the counter-based generator of common/toolkit/uniform01.hpp:
 ///  - weight, bias ~ U(-b, b), b = 1/sqrt(fan_in), fan_in = (out_channels/groups)*kD*kH*kW:
 ///    PyTorch's default ConvTranspose3d initialization (kaiming_uniform_ with a = sqrt(5) gives
 ///    bound 1/sqrt(fan_in), and fan_in is weight.size(1) times the kernel volume); scale = 1;

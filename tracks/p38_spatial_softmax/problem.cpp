@@ -1,7 +1,10 @@
 #include "problem.hpp"
 
 #include <cmath>
+#include <optional>
 #include <sstream>
+
+#include "common/toolkit/conv_shape.hpp"  // ladder::conv_transpose_out_size
 
 namespace ladder::p38 {
 
@@ -49,12 +52,10 @@ int64_t pool_out_size(int64_t in, int64_t kernel_size, int64_t stride, int64_t p
 
 int64_t conv_transpose_out_size(int64_t in, int64_t kernel_size, int64_t stride, int64_t padding,
                                 int64_t output_padding, int64_t dilation) {
-  const char* what = "ConvTranspose3d output size";
-  int64_t out = checked_mul(in - 1, stride, what);
-  out = checked_add(out, -checked_mul(2, padding, what), what);
-  out = checked_add(out, checked_mul(dilation, kernel_size - 1, what), what);
-  out = checked_add(out, output_padding, what);
-  return checked_add(out, 1, what);
+  const std::optional<int64_t> out =
+      ladder::conv_transpose_out_size(in, kernel_size, stride, padding, output_padding, dilation);
+  if (!out) reject("ConvTranspose3d output size overflows int64 (input size " + std::to_string(in) + ")");
+  return *out;
 }
 
 void validate_conv_transpose3d(const ConvTranspose3dParams& conv, int64_t in_channels, int64_t out_channels) {

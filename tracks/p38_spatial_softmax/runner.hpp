@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu_session.hpp"  // Spread
+#include "timing.hpp"  // Spread
 #include "oracle.hpp"
 #include "problem.hpp"
 #include "provenance.hpp"
@@ -56,7 +56,7 @@ struct TrackReport {
   std::string gpu_skip_reason;
   double read_x_ms = 0;         ///< streaming read of x, median (measured)
   double write_out_ms = 0;      ///< cudaMemset of the output, median (measured)
-  double fp32_peak_tflops = 0;  ///< spec FMA peak of this GPU (common/device.hpp)
+  double fp32_peak_tflops = 0;  ///< spec FMA peak of this GPU (common/toolkit/device.hpp)
   double memory_floor_ms() const { return read_x_ms + write_out_ms; }
   /// The convolution's multiply-adds (taps inside the output) at the FP32 FMA peak.
   double compute_floor_ms() const;

@@ -5,7 +5,7 @@
 //    value, the mean of at most P = kD*kH*kW (pool) elements of x, and k runs over the
 //    K = (in_channels/groups) * (taps that land at this position) products. Rounding errors are
 //    bounded with the probabilistic bound of Higham and Mary ("A new approach to probabilistic
-//    rounding error analysis", SIAM J. Sci. Comput., 2019), as in common/tolerance.hpp: a chain
+//    rounding error analysis", SIAM J. Sci. Comput., 2019), as in common/model/tolerance.hpp: a chain
 //    of n roundings of independent errors is off by at most lambda*sqrt(n)*u*sum|terms| with
 //    probability at least 1 - 2n*exp(-lambda^2/2). sum|terms| <= M = |bias| + sum_k |w_k| *
 //    mean|x| over p_k's window (Reference::magnitude) whether the kernel pools first and then

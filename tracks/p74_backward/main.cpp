@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "p38_spatial_softmax/cli.hpp"
-#include "rung_lookup.hpp"  // ladder/
+#include "rung_lookup.hpp"  // common/toolkit/
 #include "provenance_report.hpp"  // ladder/
 #include "runner.hpp"
 

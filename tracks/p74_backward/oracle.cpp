@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "common/uniform01.hpp"
+#include "common/toolkit/uniform01.hpp"
 
 namespace ladder::p74 {
 

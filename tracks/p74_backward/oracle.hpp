@@ -32,7 +32,7 @@ struct Inputs {
   std::vector<float> multiplier;  ///< (out_channels)
 };
 
-/// Draws inputs from p.seed (common/uniform01.hpp's counter-based generator):
+/// Draws inputs from p.seed (common/toolkit/uniform01.hpp's counter-based generator):
 ///  - Uniform: x ~ U[0,1); weight, bias ~ U(-b, b), b = 1/sqrt(fan_in), fan_in =
 ///    (out_channels/groups)*kD*kH*kW (PyTorch's default ConvTranspose3d initialization);
 ///    multiplier ~ N(0, 1) (Box-Muller);

@@ -1,25 +1,9 @@
-#include "ladder/rung_lookup.hpp"
+#include "rung_lookup.hpp"  // common/toolkit/
 #include "rung.hpp"
 
 namespace ladder::p74 {
 
-const Rung& rung_00();
-const Rung& rung_01();
-const Rung& rung_02();
-const Rung& rung_03();
-const Rung& rung_04();
-const Rung& rung_05();
-const Rung& rung_06();
-const Rung& rung_07();
-const Rung& rung_08();
-const Rung& rung_09();
-
-const std::vector<const Rung*>& rungs() {
-  static const std::vector<const Rung*> all{&rung_00(), &rung_01(), &rung_02(), &rung_03(), &rung_04(),
-                                            &rung_05(), &rung_06(), &rung_07(), &rung_08(), &rung_09()};
-  return all;
-}
-
+// rungs() is generated from the files under rungs/ (cmake/Stages.cmake, ladder_add_track_rungs).
 const Rung& find_rung(const std::string& key) { return find_rung_in(rungs(), key, "problem-74"); }
 
 }  // namespace ladder::p74

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "gpu_session.hpp"  // Spread
+#include "timing.hpp"  // Spread
 #include "oracle.hpp"
 #include "problem.hpp"
 #include "provenance.hpp"

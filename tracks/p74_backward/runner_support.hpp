@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "device.hpp"
-#include "gpu_session.hpp"  // Spread, L2Flush
+#include "timing.hpp"  // Spread, L2Flush
 #include "oracle.hpp"
 #include "rung.hpp"
 

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/cuda_check.hpp"
+#include "common/toolkit/cuda_check.hpp"
 #include "geometry.hpp"
 
 namespace ladder::p38 {

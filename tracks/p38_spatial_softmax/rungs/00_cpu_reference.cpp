@@ -7,6 +7,7 @@
 
 #include "../oracle.hpp"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p38 {
 namespace {
@@ -81,8 +82,8 @@ std::vector<float> run(const Problem38& p, const Inputs& in) {
 
 }  // namespace
 
-const Rung& rung_00() {
-  static const Rung r{"00", "cpu_reference", "the model as fp32 loops on the CPU (OpenMP over rows)", run};
+const Rung& LADDER_RUNG_SYMBOL() {
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "the model as fp32 loops on the CPU (OpenMP over rows)", run};
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include "../device/geometry.hpp"
 #include "../device/pool_conv.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p38 {
 namespace {
@@ -37,8 +38,8 @@ void run(const RungArgs& a) {
 
 }  // namespace
 
-const Rung& rung_01() {
-  static const Rung r{"01", "per_thread", "one thread per element; the softmax one thread per row", nullptr,
+const Rung& LADDER_RUNG_SYMBOL() {
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "one thread per element; the softmax one thread per row", nullptr,
                       workspace, run};
   return r;
 }

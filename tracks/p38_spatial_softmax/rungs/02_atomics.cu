@@ -8,6 +8,7 @@
 #include "../device/geometry.hpp"
 #include "../device/pool_conv.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p38 {
 namespace {
@@ -78,8 +79,8 @@ void run(const RungArgs& a) {
 
 }  // namespace
 
-const Rung& rung_02() {
-  static const Rung r{"02", "atomics", "softmax max and sum by one atomic per element", nullptr, workspace, run,
+const Rung& LADDER_RUNG_SYMBOL() {
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "softmax max and sum by one atomic per element", nullptr, workspace, run,
                       nullptr, /*deterministic=*/false};
   return r;
 }

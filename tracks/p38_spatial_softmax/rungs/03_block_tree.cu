@@ -7,6 +7,7 @@
 #include "../device/geometry.hpp"
 #include "../device/pool_conv.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p38 {
 namespace {
@@ -68,8 +69,8 @@ void run(const RungArgs& a) {
 
 }  // namespace
 
-const Rung& rung_03() {
-  static const Rung r{"03", "block_tree", "one block per row, shared-memory tree sized by the block", nullptr,
+const Rung& LADDER_RUNG_SYMBOL() {
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "one block per row, shared-memory tree sized by the block", nullptr,
                       workspace, run};
   return r;
 }

@@ -8,6 +8,7 @@
 #include "../device/pool_conv.cuh"
 #include "../device/warp.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p38 {
 namespace {
@@ -62,8 +63,8 @@ void run(const RungArgs& a) {
 
 }  // namespace
 
-const Rung& rung_04() {
-  static const Rung r{"04", "online_softmax", "warp shuffles, online (max, sum): one pass finds both", nullptr,
+const Rung& LADDER_RUNG_SYMBOL() {
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "warp shuffles, online (max, sum): one pass finds both", nullptr,
                       workspace, run};
   return r;
 }

@@ -6,6 +6,7 @@
 // the output is written, then read and written once more (the rescale).
 #include "../device/fused.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p38 {
 namespace {
@@ -47,8 +48,8 @@ void run(const RungArgs& a) {
 
 }  // namespace
 
-const Rung& rung_05() {
-  static const Rung r{"05", "fused_rescale", "epilogue clamps, exps and sums; write once, then rescale", nullptr,
+const Rung& LADDER_RUNG_SYMBOL() {
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "epilogue clamps, exps and sums; write once, then rescale", nullptr,
                       workspace, run, shift_unsupported};
   return r;
 }

@@ -5,6 +5,7 @@
 // convolution or the memory traffic is the bottleneck: the ladder measures both.
 #include "../device/fused.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p38 {
 namespace {
@@ -39,8 +40,8 @@ void run(const RungArgs& a) {
 
 }  // namespace
 
-const Rung& rung_06() {
-  static const Rung r{"06", "fused_recompute", "sum in a first pass, recompute and write once in a second",
+const Rung& LADDER_RUNG_SYMBOL() {
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "sum in a first pass, recompute and write once in a second",
                       nullptr, workspace, run, shift_unsupported, true, /*conv_passes=*/2};
   return r;
 }

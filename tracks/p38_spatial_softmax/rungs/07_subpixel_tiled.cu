@@ -21,6 +21,7 @@
 
 #include "../device/fused.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 #ifndef P38_RUNG07_RECOMPUTE
 #define P38_RUNG07_RECOMPUTE 0  // 1: recompute the convolution instead of rescaling (rung 06's trade)
@@ -332,11 +333,11 @@ void run(const RungArgs& a) {
 
 }  // namespace
 
-const Rung& rung_07() {
+const Rung& LADDER_RUNG_SYMBOL() {
 #define P38_RUNG07_STR2(x) #x
 #define P38_RUNG07_STR(x) P38_RUNG07_STR2(x)
   // The idea names the tile this build uses (P38_RUNG07_CO channels x P38_RUNG07_CELLS cells).
-  static const Rung r{"07", "subpixel_tiled",
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME,
                       "sub-pixel phases with compile-time taps, register tiles of " P38_RUNG07_STR(P38_RUNG07_CO)
                       " channels x " P38_RUNG07_STR(P38_RUNG07_CELLS) " cells",
                       nullptr, workspace, run, shift_unsupported, true, P38_RUNG07_RECOMPUTE ? 2 : 1};

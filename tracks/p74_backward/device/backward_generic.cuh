@@ -10,7 +10,7 @@
 
 #include "../rung.hpp"
 #include "backward.cuh"
-#include "common/cuda_check.hpp"
+#include "common/toolkit/cuda_check.hpp"
 #include "geometry.hpp"
 
 namespace ladder::p74 {

@@ -11,7 +11,7 @@
 
 #include "../rung.hpp"
 #include "backward.cuh"
-#include "common/cuda_check.hpp"
+#include "common/toolkit/cuda_check.hpp"
 #include "geometry.hpp"
 #include "reduce.cuh"
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "common/cuda_check.hpp"
+#include "common/toolkit/cuda_check.hpp"
 #include "geometry.hpp"
 
 namespace ladder::p74 {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "common/cuda_check.hpp"
+#include "common/toolkit/cuda_check.hpp"
 #include "forward_chain.cuh"
 #include "geometry.hpp"
 

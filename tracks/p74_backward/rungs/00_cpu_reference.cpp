@@ -10,6 +10,7 @@
 
 #include "../oracle.hpp"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p74 {
 namespace {
@@ -231,11 +232,11 @@ GradResult backward(const Problem74& p, const Inputs& in, const Saved& saved, co
 
 }  // namespace
 
-const Rung& rung_00() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung x;
-    x.id = "00";
-    x.name = "cpu_reference";
+    x.id = LADDER_RUNG_ID;
+    x.name = LADDER_RUNG_NAME;
     x.idea = "the model and its backward as fp32 loops on the CPU (OpenMP over planes)";
     x.cpu_forward = forward;
     x.cpu_backward = backward;

@@ -7,6 +7,7 @@
 #include "../device/forward_conv.cuh"
 #include "../device/forward_pool.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p74 {
 namespace {
@@ -46,11 +47,11 @@ void forward(const ForwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_01() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung r;
-    r.id = "01";
-    r.name = "naive";
+    r.id = LADDER_RUNG_ID;
+    r.name = LADDER_RUNG_NAME;
     r.idea = "one kernel per step: gather conv, three elementwise kernels, max pool with argmax";
     r.forward_workspace = workspace;
     r.forward = forward;

@@ -5,6 +5,7 @@
 #include "../device/forward_conv.cuh"
 #include "../device/forward_pool.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p74 {
 namespace {
@@ -33,11 +34,11 @@ void forward(const ForwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_02() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung r;
-    r.id = "02";
-    r.name = "fused_chain";
+    r.id = LADDER_RUNG_ID;
+    r.name = LADDER_RUNG_NAME;
     r.idea = "lrelu, * multiplier, lrelu in one elementwise kernel";
     r.forward_workspace = workspace;
     r.forward = forward;

@@ -8,6 +8,7 @@
 #include "../device/forward_conv.cuh"
 #include "../device/forward_pool.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p74 {
 namespace {
@@ -50,11 +51,11 @@ void forward(const ForwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_03() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung r;
-    r.id = "03";
-    r.name = "fused_forward";
+    r.id = LADDER_RUNG_ID;
+    r.name = LADDER_RUNG_NAME;
     r.idea = "one kernel: each pooled element computes its window's y, chains and keeps the max";
     r.forward_workspace = workspace;
     r.forward = forward;

@@ -21,6 +21,7 @@
 #include "../device/forward_chain.cuh"
 #include "../device/forward_pool.cuh"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 #ifndef P74_RUNG04_CO
 #define P74_RUNG04_CO 8  // output channels per thread: a multiple of 4 (float4 weight reads)
@@ -198,7 +199,7 @@ __global__ void P74_RUNG04_BOUNDS subpixel_forward_kernel(
 }
 
 /// "" for the KernelBench geometry family, else the sentence naming the parameter outside it.
-std::string unsupported(const Problem74& p) { return kernelbench_family_mismatch(p, "04"); }
+std::string unsupported(const Problem74& p) { return kernelbench_family_mismatch(p, LADDER_RUNG_ID); }
 
 size_t workspace(const Problem74&) { return 0; }
 
@@ -217,11 +218,11 @@ void forward(const ForwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_04() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung r;
-    r.id = "04";
-    r.name = "subpixel_forward";
+    r.id = LADDER_RUNG_ID;
+    r.name = LADDER_RUNG_NAME;
     r.idea = "stride-2 sub-pixel taps at compile time, register tile of output channels, weights in shared memory";
     r.forward_workspace = workspace;
     r.forward = forward;

@@ -10,7 +10,8 @@
 #include "../device/backward_generic.cuh"
 #include "../device/geometry.hpp"
 #include "../rung.hpp"
-#include "common/cuda_check.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "common/toolkit/cuda_check.hpp"
 
 namespace ladder::p74 {
 namespace {
@@ -45,11 +46,11 @@ void run(const BackwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_05() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung x;
-    x.id = "05";
-    x.name = "atomic_backward";
+    x.id = LADDER_RUNG_ID;
+    x.name = LADDER_RUNG_NAME;
     x.idea = "per-channel gradients by one atomicAdd per pooled element";
     x.backward_workspace = workspace;
     x.backward = run;

@@ -10,7 +10,8 @@
 #include "../device/geometry.hpp"
 #include "../device/reduce.cuh"
 #include "../rung.hpp"
-#include "common/cuda_check.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "common/toolkit/cuda_check.hpp"
 
 namespace ladder::p74 {
 namespace {
@@ -50,11 +51,11 @@ void run(const BackwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_06() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung x;
-    x.id = "06";
-    x.name = "block_tree";
+    x.id = LADDER_RUNG_ID;
+    x.name = LADDER_RUNG_NAME;
     x.idea = "shared-memory tree per block, one atomicAdd per block";
     x.backward_workspace = workspace;
     x.backward = run;

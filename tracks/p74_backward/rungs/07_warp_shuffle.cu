@@ -7,7 +7,8 @@
 #include "../device/geometry.hpp"
 #include "../device/reduce.cuh"
 #include "../rung.hpp"
-#include "common/cuda_check.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "common/toolkit/cuda_check.hpp"
 
 namespace ladder::p74 {
 namespace {
@@ -47,11 +48,11 @@ void run(const BackwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_07() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung x;
-    x.id = "07";
-    x.name = "warp_shuffle";
+    x.id = LADDER_RUNG_ID;
+    x.name = LADDER_RUNG_NAME;
     x.idea = "warp shuffles and one shared slot per warp, one atomicAdd per block";
     x.backward_workspace = workspace;
     x.backward = run;

@@ -8,6 +8,7 @@
 #include "../device/backward_two_level.cuh"
 #include "../device/geometry.hpp"
 #include "../rung.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p74 {
 namespace {
@@ -30,11 +31,11 @@ void run(const BackwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_08() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung x;
-    x.id = "08";
-    x.name = "two_level";
+    x.id = LADDER_RUNG_ID;
+    x.name = LADDER_RUNG_NAME;
     x.idea = "per-block partials, then a fixed-order sum per channel: deterministic";
     x.backward_workspace = workspace;
     x.backward = run;

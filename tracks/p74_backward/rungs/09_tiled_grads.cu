@@ -21,7 +21,8 @@
 #include "../device/backward_two_level.cuh"
 #include "../device/geometry.hpp"
 #include "../rung.hpp"
-#include "common/cuda_check.hpp"
+#include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "common/toolkit/cuda_check.hpp"
 
 namespace ladder::p74 {
 namespace {
@@ -29,7 +30,7 @@ namespace {
 constexpr int kTaps = 27;  // 3x3x3
 
 /// "" for the KernelBench geometry family, else the sentence naming the parameter outside it.
-std::string unsupported(const Problem74& p) { return kernelbench_family_mismatch(p, "09"); }
+std::string unsupported(const Problem74& p) { return kernelbench_family_mismatch(p, LADDER_RUNG_ID); }
 
 /// The 8 pooling windows {i-1, i}^3 around input position s (flat within one plane of x): win[b],
 /// b = (bd*2 + bh)*2 + bw with bit 0 for window i-1 and 1 for window i along that axis, is the
@@ -270,11 +271,11 @@ void run(const BackwardArgs& a) {
 
 }  // namespace
 
-const Rung& rung_09() {
+const Rung& LADDER_RUNG_SYMBOL() {
   static const Rung r = [] {
     Rung x;
-    x.id = "09";
-    x.name = "tiled_grads";
+    x.id = LADDER_RUNG_ID;
+    x.name = LADDER_RUNG_NAME;
     x.idea = "KernelBench geometry: 8-window gather for grad_x, register-tiled grad_weight, fixed-order sums";
     x.backward_workspace = workspace;
     x.backward = run;

@@ -70,7 +70,7 @@ void git_state(Provenance& p) {
     return;
   }
 #endif
-  // This file is common/provenance.cpp; its compile-time path names the source tree.
+  // This file is common/toolkit/provenance.cpp; its compile-time path names the source tree.
   std::error_code ec;
   const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path();
   if (!std::filesystem::exists(root / ".git", ec)) return;  // a tarball, or a copy elsewhere

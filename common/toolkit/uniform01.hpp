@@ -1,5 +1,5 @@
 // The counter-based generator every input of the project comes from: uniform floats in [0, 1)
-// for (seed, stream, index), the same bits on the host (common/inputs.cpp, ladder/pool_only.cpp)
+// for (seed, stream, index), the same bits on the host (common/model/inputs.cpp, ladder/pool_only.cpp)
 // and on the device (grader/fresh_inputs.cuh).
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "conv_shape.hpp"  // conv_transpose_out_size
 #include "tap_range.hpp"
 
 namespace ladder {
@@ -38,14 +39,15 @@ void require_positive(const char* name, const Pair& v) {
   if (v.h <= 0 || v.w <= 0) reject(std::string(name) + " must be positive, got " + pair_str(v));
 }
 
+// validate() bounds every parameter before out_h()/out_w() are used, so no overflow reaches here.
 int64_t out_size(int64_t in, int64_t stride, int64_t padding, int64_t dilation, int64_t kernel,
                  int64_t output_padding) {
-  return (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1;
+  return conv_transpose_out_size(in, kernel, stride, padding, output_padding, dilation).value();
 }
 
 }  // namespace
 
-// Limits of the kernels' index arithmetic (common/conv_params.hpp): sizes, parameters and
+// Limits of the kernels' index arithmetic (common/model/conv_params.hpp): sizes, parameters and
 // indices within one plane, one kernel window or one channel range are held in 32-bit int;
 // only offsets into whole tensors are 64-bit. A block-stride loop steps past the end of its
 // range by up to one block (at most 1024 threads in CUDA) and a tile overhangs the edge of a
@@ -166,7 +168,7 @@ int64_t Problem::out_w() const {
 
 InputRange valid_input_range(int64_t in, int64_t out, int64_t stride, int64_t padding,
                              int64_t dilation, int64_t k) {
-  // The formula the device code instantiates too (common/tap_range.hpp).
+  // The formula the device code instantiates too (common/model/tap_range.hpp).
   const TapRange<int64_t> r = tap_range<int64_t>(in, out, stride, padding, dilation, k);
   return InputRange{r.lo, r.hi};
 }

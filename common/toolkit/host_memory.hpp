@@ -1,12 +1,11 @@
-// Host memory: what this process may still allocate and what the ladder needs for a problem,
-// so that a run too large for the machine stops with a message instead of the OOM killer.
+// Host memory: what this process may still allocate, and a need (named parts) checked against
+// it, so that a run too large for the machine stops with a message instead of the OOM killer.
+// What a problem needs is the model's (host_memory_need.hpp).
 #pragma once
 
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include "problem.hpp"
 
 namespace ladder {
 
@@ -47,13 +46,6 @@ struct HostMemoryNeed {
   /// "x 51.54 GB, the fp64 oracle 12.89 GB, ..." (every part of at least 1% of the total).
   std::string describe() const;
 };
-
-/// What `ladder` holds in host memory at its peak for problem `p`: the inputs (x, weight,
-/// conv_bias, bias, fp32), the fp64 oracle (per-plane tap sums R, pooled, y, magnitudes), its
-/// tolerances, `stages` stages' outputs (pooled and y as double, plus the fp32 copy each is read
-/// back or dumped through), and, when `literal_cpu_stage` is set, stage 00's fp64 convT output.
-/// GPU memory is not counted here: DeviceBuffer checks it before every allocation.
-HostMemoryNeed ladder_host_memory_need(const Problem& p, int stages, bool literal_cpu_stage);
 
 /// Thrown when a run needs more host memory than the machine has.
 class HostMemoryError : public std::runtime_error {
