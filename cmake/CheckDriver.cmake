@@ -1,5 +1,6 @@
-# The command that CTest's GPU checks run: scripts/check_program.py (see its header for the
-# rules), with compute-sanitizer where CMake finds one. Shared by Mutants.cmake and Sanitize.cmake.
+# The command that CTest's GPU checks run: scripts/check_program.py, the entry point of
+# tooling/checks/check_program.py (see its header for the rules), with compute-sanitizer where
+# CMake finds one. Shared by Mutants.cmake and Sanitize.cmake.
 include_guard(GLOBAL)
 
 find_package(Python3 COMPONENTS Interpreter QUIET)

@@ -1,5 +1,5 @@
 // Fresh inputs for every timed repetition of grade_timing: uniform [0, 1) values (like
-// torch.rand) drawn on the device by the project's generator, common/uniform01.hpp, so each
+// torch.rand) drawn on the device by the project's generator, common/toolkit/uniform01.hpp, so each
 // repetition's input is new to every contender.
 #pragma once
 
@@ -18,7 +18,7 @@ namespace {
 constexpr uint64_t kFreshStream = 90;
 
 /// Fills data[0..n) (device memory, fp32) with repetition `rep`'s values in [0, 1): the project's
-/// counter-based generator (common/uniform01.hpp) at indices rep*n + i of stream kFreshStream.
+/// counter-based generator (common/toolkit/uniform01.hpp) at indices rep*n + i of stream kFreshStream.
 /// Grid-stride loop: any grid covers any n.
 __global__ void fill_fresh(float* data, int64_t n, uint64_t seed, uint64_t rep) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)

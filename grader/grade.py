@@ -30,13 +30,7 @@ import shutil
 import subprocess
 import tempfile
 
-import handout
-import markers
-import problems
-import reports
-import runs
-import sandbox
-import track
+from . import handout, markers, problems, reports, runs, sandbox, track
 
 ROOT = None  # set by add_parser
 log = runs.log

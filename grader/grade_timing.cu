@@ -24,7 +24,7 @@
 #include "device.hpp"
 #include "fresh_inputs.cuh"
 #include "gpu_session.hpp"
-#include "host_memory.hpp"
+#include "host_memory_need.hpp"
 #include "oracle.hpp"
 #include "pool_only.hpp"
 #include "problem_options.hpp"

@@ -21,9 +21,7 @@ import shutil
 import subprocess
 import urllib.parse
 
-import integrity
-import markers
-import track
+from . import integrity, markers, track_config
 
 # Paths (fnmatch globs, relative to the repository root) that a handout may contain. stages/ is
 # handled apart: the chosen rungs' folders, the earlier ones, and the lib files they include.
@@ -37,6 +35,7 @@ SHIP = [
     "scripts/assignment.py", "scripts/check_program.py", "scripts/check_rung_includes.sh",
     "scripts/check_sass.sh", "scripts/install_deps.sh", "scripts/sanitize.sh", "scripts/test.sh",
     "grader/*.py", "grader/*.c", "grader/CMakeLists.txt", "grader/*.cu", "grader/*.cuh", "grader/rungs.json",
+    "tooling/__init__.py", "tooling/checks/__init__.py", "tooling/checks/check_program.py",  # the grader's imports
     "grader/public.problems", "grader/practice.problems",
     "docs/problem.md", "docs/measuring.md", "docs/mistakes.md", "docs/reading-profiles.md", "docs/img/*",
     "docs/students.md", "notebooks/colab_student.ipynb",
@@ -218,10 +217,10 @@ def plan(root, rungs, stub_needed=False):
     libs = lib_closure(root, sources) + ["stages/lib/README.md"]
     track_files = [f for t in tracks + needed_tracks(root, tracks) for f in files
                    if f.startswith(f"tracks/{track_folders(root)[t]}/")]
-    if tracks:  # the track's public problem lists (track.track_settings)
+    if tracks:  # the track's public problem lists (track_config.track_settings)
         with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
             config = json.load(f)
-        track_files += [track.track_settings(config, t)[k] for t in tracks if t in config.get("tracks", {})
+        track_files += [track_config.track_settings(config, t)[k] for t in tracks if t in config.get("tracks", {})
                         for k in ("public", "practice")]
     ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs + track_files
     ship = sorted(set(f for f in ship if not forbidden(f)))
@@ -353,7 +352,7 @@ def write_track_readme(root, out, manifest):
                      for r in rungs)
     numbers = ",".join(r.split("-")[1] for r in rungs)
     with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
-        t, _ = track.settings(json.load(f), rungs[0])
+        t, _ = track_config.settings(json.load(f), rungs[0])
     about = t.get("readme", {})
     for key, value in {"{{RUNGS}}": ", ".join(rungs), "{{RUNG_TABLE}}": rows, "{{TRACK}}": name,
                        "{{TRACK_FOLDER}}": folder, "{{RUNG_NUMBERS}}": numbers, "{{FIRST_RUNG}}": rungs[0],

@@ -61,7 +61,7 @@ ladder::TRACK::rung_NN(), rule 1 adds the track's oracle, input generator and ch
 every other rung of the track, and rule 2e compares with the track library's other objects, the
 ladder libraries and the track's host library.
 
-Run alone: python3 grader/integrity.py BUILD NN  (prints the findings, exits 1 on any).
+Run alone: python3 -m grader.integrity BUILD NN  (prints the findings, exits 1 on any).
 """
 import glob
 import os
@@ -832,7 +832,7 @@ def check_track(build, rung, rung_file, library, host_library, needs=(), referen
 
 def main(argv):
     if len(argv) != 2:
-        print("usage: python3 grader/integrity.py BUILD NN", file=sys.stderr)
+        print("usage: python3 -m grader.integrity BUILD NN", file=sys.stderr)
         return 2
     try:
         report = check(argv[0], argv[1])

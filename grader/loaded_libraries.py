@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import threading
 
-import integrity
+from . import integrity
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "load_audit.c")
 FD_VARIABLE = "LADDER_LOAD_AUDIT_FD"

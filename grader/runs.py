@@ -13,13 +13,10 @@ import sys
 import tempfile
 import time
 
-import integrity as integrity_check
-import loaded_libraries
-import problems
-import sandbox
+from tooling.checks import check_program  # the problem lists, compute-sanitizer's location and exit code
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-import check_program  # noqa: E402  (scripts/: the problem lists, compute-sanitizer's location and exit code)
+from . import integrity as integrity_check
+from . import loaded_libraries, problems, sandbox
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the grader's own tree: its tools
 MAX_REPORT_BYTES = 64 << 20

@@ -26,10 +26,7 @@ import glob
 import os
 import shutil
 
-import grade
-import handout
-import integrity
-import reports
+from . import grade, handout, integrity, reports
 
 LOSSES = ("correctness", "technique", "integrity", "performance", "nothing")
 
@@ -142,7 +139,7 @@ def verdict(parts, loses, rule=None):
 def leaks(out_dir, secret, rungs):
     """What of the grader's secrets the results.json in out_dir holds: the secret, a hidden
     problem's options, a line of a rung's reference solution."""
-    import problems
+    from . import problems
     root = grade.ROOT
     path = os.path.join(out_dir, "results.json")
     if not os.path.exists(path):

@@ -26,11 +26,11 @@ every step and fully unrolled counts as tree levels; three mma per pair with a m
 (scripts/test_technique.py).
 
 Command line (scripts/check_sass.sh calls it; LADDER_SASS_STAGES="03 p38-03" picks rungs):
-  python3 grader/technique.py [--cuobjdump PATH] BUILD    every stage of BUILD/stages.tsv and,
+  python3 -m grader.technique [--cuobjdump PATH] BUILD    every stage of BUILD/stages.tsv and,
                                                           unless rungs are picked, every built
                                                           track rung that has rules
-  python3 grader/technique.py --check BUILD               every GPU stage has an entry in STAGE_RULES
-  python3 grader/technique.py --sass FILE RUNG            a saved disassembly, RUNG a stage name
+  python3 -m grader.technique --check BUILD               every GPU stage has an entry in STAGE_RULES
+  python3 -m grader.technique --sass FILE RUNG            a saved disassembly, RUNG a stage name
                                                           or a track rung id (the tests)
 Prints one PASS/FAIL line per check; exits 1 when one fails. grader/track.py calls
 check_track(object, rung) for a track rung.
@@ -649,7 +649,7 @@ def local_memory(functions, label, strict_arch):
 
 
 def find_cuobjdump():
-    import integrity  # scripts/check_sass.sh's lookup, shared with the integrity check
+    from . import integrity  # scripts/check_sass.sh's lookup, shared with the integrity check
     return integrity.find_cuobjdump()
 
 
@@ -704,7 +704,7 @@ def track_object(build, rung):
 def check_build(build, picked=(), cuobjdump="", strict="sm_90"):
     """(failures, lines) of every stage of BUILD/stages.tsv (those in `picked` if given) and of
     the track rungs with rules: those picked, or, when none is picked, every one that is built."""
-    import integrity  # the object lists and cuobjdump's lookup, shared with the integrity check
+    from . import integrity  # the object lists and cuobjdump's lookup, shared with the integrity check
     stages, lines = stage_list(build), []
     if not stages:
         return 1, [f"FAIL: {build}/stages.tsv lists no stages"]
@@ -795,5 +795,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.exit(main(sys.argv[1:]))

@@ -18,7 +18,7 @@ tracks/TRACK_name/rungs/NN_name.cu), the same parts and points as a stage (grade
              the track's "score_against" is "floor" (then full_at and zero_at are floor multiples).
 
 How a track's program reports is the track's "report" setting (a rung's own "report" overrides
-its keys; report_settings): "check", the key of a rung entry's agreement with the oracle
+its keys; track_config.report_settings): "check", the key of a rung entry's agreement with the oracle
 (p38_ladder: "vs_oracle"; p74_ladder: "check", with one sub-object per gradient); "floors", the
 section of the report's "floors" to time against (none: p38_ladder's flat floors; p74_ladder:
 "forward" or "backward"); "direction", the entry to take when a rung reports two passes
@@ -27,7 +27,7 @@ the two floors. An agreement whose "checked" is false (too large for the oracle)
 
 A track's program, libraries and problem lists follow from its name (DEFAULTS: p38_ladder,
 p38_track, p38_host, grader/p38_public.problems, ...) unless its section of rungs.json names
-others; track_settings fills them in.
+others; track_config.track_settings fills them in.
 
 All the rungs of a track link into one program: a rung that does not compile is replaced, in the
 grading tree only, by its handout stub, so that the others still link and are graded.
@@ -36,53 +36,15 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 
-import handout
-import integrity
-import markers
-import problems
-import reports
-import runs
-import technique as technique_rules  # track.technique was this module's own check
+from tooling.checks import check_program  # compute-sanitizer's location and exit code
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-import check_program  # noqa: E402  (scripts/: compute-sanitizer's location and exit code)
+from . import handout, integrity, markers, problems, reports, runs
+from . import technique as technique_rules  # track.technique was this module's own check
+from .track_config import DEFAULT_REPORT, DEFAULTS, report_settings, settings, track_settings  # noqa: F401
 
 NO_DEVICE = "not run: no CUDA device"
-# A track's settings that follow from its name unless rungs.json says otherwise ({t}: the track).
-DEFAULTS = {"program": "{t}_ladder", "library": "{t}_track", "host_library": "{t}_host",
-            "public": "grader/{t}_public.problems", "practice": "grader/{t}_practice.problems",
-            "hidden": "grader/hidden/{t}_hidden.problems"}
-
-
-def track_settings(config, track):
-    """The track's section of rungs.json over DEFAULTS. Raises ValueError for a track without one."""
-    tracks = config.get("tracks", {})
-    if track not in tracks:
-        raise ValueError(f"grader/rungs.json has no \"tracks\" entry for track {track}")
-    return {**{k: v.format(t=track) for k, v in DEFAULTS.items()}, **tracks[track]}
-
-
-def settings(config, rung):
-    """(the track's settings (track_settings), the rung's number) for TRACK-NN."""
-    track, number = rung.split("-")
-    try:
-        return track_settings(config, track), number
-    except ValueError as e:
-        raise ValueError(f"rung {rung}: {e}") from None
-
-
-DEFAULT_REPORT = {"check": "vs_oracle", "floors": None, "direction": None,
-                  "floors_about": {"memory": "read x, write the output: measured",
-                                   "compute": "the convolution at the FP32 peak"}}
-
-
-def report_settings(t, number):
-    """How the track's program reports rung `number`: DEFAULT_REPORT (p38_ladder's), updated by
-    the track's "report" and then the rung's own."""
-    return {**DEFAULT_REPORT, **t.get("report", {}), **t.get("rungs", {}).get(number, {}).get("report", {})}
 
 
 def object_target(t, path):

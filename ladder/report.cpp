@@ -1,6 +1,6 @@
 // Formatting of a LadderReport (and of a PoolOnlyReport): the terminal table and the JSON file.
 //
-// JSON schema (write_json; scripts/plots/ladder_results.py reads it). Times in ms, bytes in B.
+// JSON schema (write_json; tooling/results/ladder_results.py reads it). Times in ms, bytes in B.
 //   problem      {batch, in_channels, out_channels, in_h, in_w, kernel_size [h, w], stride,
 //                 padding, output_padding, dilation, groups, scale, bias_scale, distribution,
 //                 seed, out_h, out_w}

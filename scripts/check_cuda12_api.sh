@@ -33,8 +33,8 @@ echo '#define LADDER_BUILD_GIT_COMMIT "check"' >>"$gen/ladder_git_stamp.hpp"
 echo '#define LADDER_BUILD_GIT_DIRTY "0"' >>"$gen/ladder_git_stamp.hpp"
 
 echo "== 1. host sources against CUDA 12.0's headers"
-for f in $(git ls-files 'common/*.cpp' 'ladder/*.cpp'); do
-  if g++ -std=c++17 -fsyntax-only -fopenmp -isystem "$inc" -Icommon -Iladder -I"$gen" "$f" 2>"$gen/err"; then
+for f in $(git ls-files 'common/*/*.cpp' 'ladder/*.cpp'); do
+  if g++ -std=c++17 -fsyntax-only -fopenmp -isystem "$inc" -Icommon/toolkit -Icommon/model -Iladder -I"$gen" "$f" 2>"$gen/err"; then
     echo "PASS: $f"
   else
     echo "FAIL: $f does not compile against CUDA 12.0's headers:"; head -5 "$gen/err"

@@ -21,13 +21,17 @@
 # cuobjdump needs nvdisasm beside it or on PATH. grader/integrity.py runs find_cuobjdump below.
 set -euo pipefail
 
-technique="$(cd "$(dirname "$0")/.." && pwd)/grader/technique.py"
+# grader/technique.py runs as the module grader.technique from this tree's root, so that this
+# tree's grader runs whatever the current folder holds; paths are made absolute before the cd.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
 if ! command -v python3 >/dev/null; then
   echo "FAIL: python3 not found: the SASS checks are grader/technique.py" >&2
   exit 1
 fi
 if [ "${1:-}" = "--check" ]; then
-  exec python3 -B "$technique" --check "${2:-build}"
+  build=$(absolute "${2:-build}")
+  cd "$root" && exec python3 -B -m grader.technique --check "$build"
 fi
 build=${1:-build}
 
@@ -57,4 +61,6 @@ if [ -z "$cuobjdump_bin" ]; then
   exit 1
 fi
 echo "using $cuobjdump_bin"
-exec python3 -B "$technique" --cuobjdump "$cuobjdump_bin" "$build"
+cuobjdump_bin=$(absolute "$cuobjdump_bin")
+build=$(absolute "$build")
+cd "$root" && exec python3 -B -m grader.technique --cuobjdump "$cuobjdump_bin" "$build"

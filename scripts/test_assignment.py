@@ -21,17 +21,9 @@ import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
-sys.path.insert(0, os.path.join(ROOT, "grader"))
+sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-import handout  # noqa: E402
-import integrity  # noqa: E402
-import markers  # noqa: E402
-import problems  # noqa: E402
-import reports  # noqa: E402
-import runs  # noqa: E402
-import selftest  # noqa: E402
-import technique  # noqa: E402
-import track  # noqa: E402
+from grader import handout, integrity, markers, problems, reports, runs, selftest, technique, track  # noqa: E402
 
 ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
 

@@ -3,7 +3,7 @@
 the sizes and conv_macs (against a hand count at KernelBench's sizes and a brute-force count on
 random problems), the floors, the sample choice, the targets' logic, and which sources
 python/conv_pool_ladder/_build.py compiles for problem 38 with and without the track; and the
-plain-Python helpers of scripts/compare_common.py that compare_p74.py shares (taps, fp32
+plain-Python helpers of tooling/checks/compare_common.py that compare_p74.py shares (taps, fp32
 rounding, rung selection, targets).
 
     python3 scripts/test_compare_p38.py        # unittest; exit 0 when all pass
@@ -24,10 +24,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "python"))
-import compare_common as cc  # noqa: E402
-import compare_p38 as c  # noqa: E402
+sys.path.insert(0, str(REPO))  # the packages' root: this test is an entry point
+from tooling.checks import compare_common as cc  # noqa: E402
+from tooling.checks import compare_p38 as c  # noqa: E402
 
 
 class KernelBenchSizes(unittest.TestCase):
@@ -205,6 +204,7 @@ class Targets(unittest.TestCase):
 @unittest.skipUnless(shutil.which("cmake"), "cmake is not on PATH (cmake/Stages.cmake writes the registry)")
 class BuildSources(unittest.TestCase):
     def setUp(self):
+        cc.ladder_package()  # python/'s package, loaded by its path
         from conv_pool_ladder import _build
 
         self.b = _build

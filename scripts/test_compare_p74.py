@@ -27,10 +27,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "python"))
-import compare_p74 as c  # noqa: E402
-from test_compare_p38 import brute_force_macs  # noqa: E402
+sys.path.insert(0, str(REPO))  # the packages' root: this test is an entry point
+from test_compare_p38 import brute_force_macs  # noqa: E402  (its folder is on sys.path: it is the script's)
+from tooling.checks import compare_p74 as c  # noqa: E402
 
 
 class KernelBenchSizes(unittest.TestCase):
@@ -238,6 +237,7 @@ class Arguments(unittest.TestCase):
 @unittest.skipUnless(shutil.which("cmake"), "cmake is not on PATH (cmake/Stages.cmake writes the registry)")
 class BuildSources(unittest.TestCase):
     def setUp(self):
+        c.cc.ladder_package()  # python/'s package, loaded by its path
         from conv_pool_ladder import _build
 
         self.b = _build

@@ -15,8 +15,8 @@ import unittest
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import estimate_gpu_classes as est  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages' root: this test is an entry point
+from tooling.results import estimate_gpu_classes as est  # noqa: E402
 
 REPO = est.REPO
 LADDER = REPO / "results" / "ladder_h200.json"

@@ -16,12 +16,9 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
-sys.path.insert(0, os.path.join(ROOT, "grader"))
+sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-import integrity  # noqa: E402
-import loaded_libraries  # noqa: E402
-import runs  # noqa: E402
-import sandbox  # noqa: E402
+from grader import integrity, loaded_libraries, runs, sandbox  # noqa: E402
 
 BUILD = os.environ.get("LADDER_BUILD", os.path.join(ROOT, "build"))
 HAVE_GXX = all(shutil.which(t) for t in ("g++", "readelf", "c++filt"))
@@ -479,7 +476,7 @@ class JailAuditTest(unittest.TestCase):
                 self.assertIn(other, lines[0])
 
     def test_verdict_takes_the_points(self):
-        import reports
+        from grader import reports
         parts = [reports.Part(rung="03 x", part=k, max_score=10, score=10, output="ok")
                  for k in ("technique", "public", "hidden", "sanitizer", "performance")]
         runs.loaded_library_verdict(parts, ["FAIL: integrity rule 5 (loaded libraries): prog: loaded /x/libz.so.1"])

@@ -23,9 +23,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-import kernelbench_eval as kb  # noqa: E402
-import update_results  # noqa: E402
+sys.path.insert(0, str(REPO))  # the packages' root: this test is an entry point
+from tooling.checks import kernelbench_eval as kb  # noqa: E402
+from tooling.results import update_results  # noqa: E402
 
 DOC = REPO / "docs" / "kernelbench.md"
 COMMITTED_JSON = "results/kernelbench/kernelbench_h200.json"  # the doc's num-src alias "kb"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of scripts/update_results.py and scripts/plots/ladder_results.py on synthetic results
+"""Tests of tooling/results/update_results.py and ladder_results.py on synthetic results
 (no GPU, no committed data): the speedup over the previous stage on the phases a stage changes,
 the results table's pool column and "vs previous" cell, its notes as a wrapped bullet list, the
 block's page (docs/results.md), and the chapters' gain blocks with --check.
@@ -18,10 +18,9 @@ import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE / "plots"))
-import ladder_results as lr  # noqa: E402
-import update_results as ur  # noqa: E402
+sys.path.insert(0, str(HERE.parent))  # the packages' root: this test is an entry point
+from tooling.results import ladder_results as lr  # noqa: E402
+from tooling.results import update_results as ur  # noqa: E402
 
 PROBLEM = {"batch": 2, "in_channels": 3, "out_channels": 4, "in_h": 8, "in_w": 8, "out_h": 10, "out_w": 10,
            "kernel_size": [3, 3], "stride": [1, 1], "padding": [0, 0], "output_padding": [0, 0],

@@ -1,6 +1,6 @@
-// The advice CudaError adds to the errors a course machine meets first (common/cuda_check.cpp):
+// The advice CudaError adds to the errors a course machine meets first (common/toolkit/cuda_check.cpp):
 // a binary built for another GPU, a toolkit newer than the driver, no driver at all; and the one
-// line a program without a usable GPU prints (common/device.cpp). No GPU needed.
+// line a program without a usable GPU prints (common/toolkit/device.cpp). No GPU needed.
 #include <gtest/gtest.h>
 
 #include <string>

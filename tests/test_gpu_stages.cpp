@@ -173,7 +173,7 @@ TEST_P(GpuStage, RerunsAreBitwiseEqualWhenDeterministic) {
   }
 }
 
-// torch.logsumexp on values with non-finite entries (common/logsumexp.hpp): any NaN -> NaN;
+// torch.logsumexp on values with non-finite entries (common/model/logsumexp.hpp): any NaN -> NaN;
 // +inf and no NaN -> +inf; all -inf -> -inf; some -inf -> the log-sum-exp of the others.
 enum class Expect { NaN, PlusInf, MinusInf, Finite };
 

@@ -1,4 +1,4 @@
-// Tests for common/logsumexp.hpp: torch.logsumexp's semantics for the two-pass form (finite
+// Tests for common/model/logsumexp.hpp: torch.logsumexp's semantics for the two-pass form (finite
 // accuracy against long double, large magnitudes, +-inf, NaN, empty), and the online form
 // (lse_push over a sequence, lse_merge of split halves and random merge trees) against the
 // two-pass form, for float and double.

@@ -2,7 +2,7 @@
 // 32-bit limits of the kernels' index arithmetic), the output-size formula on a hand-computed
 // table, the per-tap input ranges and the MAC count against brute force, and the cost model's
 // exact figures for the KernelBench problem. Also the host-memory estimate a problem implies
-// (common/host_memory) and the provenance parsers (common/provenance), which need no GPU.
+// (common/toolkit/host_memory) and the provenance parsers (common/toolkit/provenance), which need no GPU.
 #include "problem.hpp"
 
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <cmath>
 #include <limits>
 
-#include "host_memory.hpp"
+#include "host_memory_need.hpp"
 #include "provenance.hpp"
 
 #include <cstdint>

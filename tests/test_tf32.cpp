@@ -1,4 +1,4 @@
-// TF32 on the host (common/tf32.hpp) and the TF32 error bound (tf32_tolerance): the rounding as
+// TF32 on the host (common/toolkit/tf32.hpp) and the TF32 error bound (tf32_tolerance): the rounding as
 // the device's cvt.rna.tf32.f32 does it, the 3xTF32 split, exact inputs that TF32 leaves exact,
 // and a TF32 emulation of the pipeline that must stay inside the bound (and outside fp32's).
 #include <gtest/gtest.h>

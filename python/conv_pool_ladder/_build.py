@@ -131,7 +131,7 @@ def track_rung_definitions(track_dir: Path, namespace: str, out_dir: Path, root:
     """({rung file path: its compile definitions}, the generated registry's path) of a track, as
     CMake makes them (cmake/Stages.cmake in script mode: each rung's number and name from its file
     name, rungs() of ladder::<namespace> over every rung file)."""
-    listed, registry = out_dir / f"rungs_{namespace}.tsv", out_dir / f"rungs_{namespace}.cpp"
+    listed, registry = out_dir / f"{namespace}__rungs.tsv", out_dir / f"{namespace}__rungs.cpp"
     run_stages_cmake(root, LADDER_TRACK_RUNGS_DIR=track_dir / "rungs", LADDER_TRACK_NAMESPACE=namespace,
                      LADDER_TRACK_RUNG_LIST_OUT=listed, LADDER_TRACK_REGISTRY_OUT=registry)
     defs = {}

@@ -1,54 +1,13 @@
 #!/usr/bin/env python3
-"""Draws every plot from the committed ladder results, and the chapters' diagrams.
-
-    python3 scripts/plots/make_all.py                      # results/*.json -> docs/img/*.png
-    python3 scripts/plots/make_all.py --results DIR --out DIR
-
-For each ladder JSON (results/ladder_<gpu>.json) it writes time_<gpu>.png (time per stage, log
-scale, floor line), roofline_<gpu>.png (roofline and bandwidth against the floor) and
-phases_<gpu>.png (phase breakdown). It always writes the diagrams of diagrams.py
-(diagram_<name>.png, implicit_gemm.png, tf32_fragments.png), which need no data; with no results
-it says so and draws only those. LADDER_MMA_PEAK_TFLOPS adds a TF32 mma roof to the roofline
-(plot_roofline.py). matplotlib, Agg backend.
-"""
-
-from __future__ import annotations
-
-import argparse
+"""Entry point of tooling/results/plots/make_all.py; from the repository root
+`python3 -m tooling.results.plots.make_all` is the same (--help).
+Python puts this file's folder on sys.path, not the root that holds the packages, so this file
+adds it: the only place such a line may be."""
+import os
 import sys
-from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as c  # noqa: E402
-import diagrams  # noqa: E402
-import ladder_results as lr  # noqa: E402
-import plot_phases  # noqa: E402
-import plot_roofline  # noqa: E402
-import plot_time  # noqa: E402
-
-PLOTS = (("time", plot_time.draw), ("roofline", plot_roofline.draw), ("phases", plot_phases.draw))
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", help="results directory (default: $LADDER_RESULTS_DIR or results/)")
-    ap.add_argument("--out", default=str(c.OUT_DIR), help="where the PNGs go (default: docs/img/)")
-    args = ap.parse_args(argv)
-    for path in diagrams.draw_all(args.out):
-        print(path)
-    runs = lr.load(args.results)
-    if not runs:
-        print(f"no ladder results in {lr.results_dir(args.results)}: only the diagrams drawn")
-        return 0
-    for run in runs:
-        for prefix, draw in PLOTS:
-            print(c.save(draw(run), Path(args.out) / f"{prefix}_{run.tag}.png"))
-    return 0
-
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tooling.results.plots.make_all import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 // Stage 00: the literal pipeline on the CPU in double precision, exactly as the PyTorch model
 // reads: materialize the ConvTranspose2d output, average each plane, add the bias, take a stable
-// log-sum-exp over channels, scale. It is also the literal oracle (common/oracle.cpp holds the
+// log-sum-exp over channels, scale. It is also the literal oracle (common/model/oracle.cpp holds the
 // three steps so that tests can call them without a stage): the slowest rung and the truth.
 #include <chrono>
 

@@ -18,7 +18,7 @@
 //  - finish:    partials summed in a fixed order, mean, conv bias, log-sum-exp
 //               (lib/fused_partials.cuh).
 // TF32 keeps 10 of FP32's 23 mantissa bits, so the stage is held to the TF32 bound
-// (common/tolerance.hpp); stage 11 recovers FP32 accuracy on the same tensor cores.
+// (common/model/tolerance.hpp); stage 11 recovers FP32 accuracy on the same tensor cores.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -104,7 +104,7 @@ __device__ inline void cp_async_wait() {
 }
 
 /// x rounded to TF32, to nearest with ties away from zero (cvt.rna; PTX ISA, "cvt"): the value
-/// keeps its FP32 encoding with the low 13 mantissa bits zero. common/tf32.hpp emulates it.
+/// keeps its FP32 encoding with the low 13 mantissa bits zero. common/toolkit/tf32.hpp emulates it.
 __device__ inline float round_to_tf32(float x) {
 #if LADDER_HAS_TF32_MMA
   uint32_t r;

@@ -106,7 +106,7 @@ __device__ inline uint32_t tf32_bits(float x) {
 }
 
 /// The 3xTF32 split of two FP32 values (bit patterns in v): big = tf32(v), small = tf32(v - big).
-/// big + small equals v to about 2^-22 relative (common/tf32.hpp emulates it: split_tf32).
+/// big + small equals v to about 2^-22 relative (common/toolkit/tf32.hpp emulates it: split_tf32).
 __device__ inline void split_tf32(const uint2& v, uint2& big, uint2& small) {
   // BEGIN SOLUTION
   // STUB: ladder_todo("split_tf32: big = tf32_bits of each value, small = tf32_bits of (value - big)");

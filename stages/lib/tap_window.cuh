@@ -24,7 +24,7 @@ namespace ladder {
 namespace {
 
 /// Input rows [lo, hi) whose tap k lands in the output: 0 <= ih*stride - padding + k*dilation
-/// < out. The oracle's formula (common/tap_range.hpp, which valid_input_range instantiates in
+/// < out. The oracle's formula (common/model/tap_range.hpp, which valid_input_range instantiates in
 /// int64_t) in 32-bit arithmetic, for the device, where a 64-bit division is a subroutine call.
 /// Problem::validate bounds out + padding + dilation*(kernel - 1) + stride below 2^31 - 1, so
 /// nothing overflows; taps_have_border checks the narrowing on every tap. Empty ranges are {0, 0}.

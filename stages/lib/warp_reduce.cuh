@@ -29,7 +29,7 @@ __device__ __forceinline__ float warp_allreduce_sum(float v) {
 /// lse_finish turns into the log-sum-exp.
 __device__ __forceinline__ void warp_allreduce_lse(float& max_value, float& sum) {
   // BEGIN SOLUTION 04
-  // STUB: ladder_todo("warp_allreduce_lse: the same butterfly as warp_allreduce_sum, shuffling both halves of the (max_value, sum) pair and combining them with lse_merge (common/logsumexp.hpp)");
+  // STUB: ladder_todo("warp_allreduce_lse: the same butterfly as warp_allreduce_sum, shuffling both halves of the (max_value, sum) pair and combining them with lse_merge (common/model/logsumexp.hpp)");
   // STUB: ladder_unused(max_value, sum);
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {

@@ -6,10 +6,10 @@
 //                  four of them sequences, costs microseconds);
 //   list_stages    what this build holds.
 // No logic of its own: the math lives in the stages (stages/NN_name/), the problem model and
-// its validation in common/problem.hpp, argument checks in stage_call.cpp.
+// its validation in common/model/problem.hpp, argument checks in stage_call.cpp.
 //
 // Built by conv_pool_ladder/_build.py with torch.utils.cpp_extension.load together with
-// common/*.cpp, the GPU stages' sources and a generated registry (registered_stages()).
+// common/{toolkit,model}/*.cpp, the GPU stages' sources and a generated registry (registered_stages()).
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>

@@ -40,7 +40,7 @@ namespace {
 using torch::autograd::variable_list;
 
 /// mask[k, i] = 1 where input index i with tap k lands inside the output,
-/// 0 <= i*stride - padding + k*dilation < out (valid_input_range in common/problem.hpp), else 0.
+/// 0 <= i*stride - padding + k*dilation < out (valid_input_range in common/model/problem.hpp), else 0.
 /// (kernel, in) in `opts`' dtype, built on the device.
 at::Tensor tap_masks(int64_t in, int64_t out, int64_t stride, int64_t padding, int64_t dilation, int64_t kernel,
                      const at::TensorOptions& opts) {

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-import ladder_results as lr
+from .. import ladder_results as lr
 
 OUT_DIR = lr.REPO_ROOT / "docs" / "img"
 PHASE_COLORS = {"conv": "#4c72b0", "pool": "#dd8452", "epilogue": "#55a868", "fused": "#8172b3"}

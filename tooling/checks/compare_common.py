@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import importlib
+import importlib.util
 import json
 import math
 import platform
@@ -29,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- progress, JSON, skips ---------------------------------------------------------------------------
@@ -425,6 +426,25 @@ def cuda_torch(script, args):
     return torch, None
 
 
+def ladder_package():
+    """conv_pool_ladder, the PyTorch package in python/, which is no installed distribution: loaded
+    from its folder by its spec (the import system's own recipe), so that sys.path stays as it is
+    and `python3 -m tooling.checks.X` finds it too. A copy imported already is kept."""
+    name = "conv_pool_ladder"
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = REPO_ROOT / "python" / name
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py", submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
 def track_main(script, args, track, problem, selfcheck, compare) -> int:
     """The main of compare_<track>.py after its arguments: skips without torch or a GPU; builds or
     loads the extension with the track (conv_pool_ladder.<track>, load_extension(with_<track>=
@@ -432,7 +452,7 @@ def track_main(script, args, track, problem, selfcheck, compare) -> int:
     torch, skipped = cuda_torch(script, args)
     if torch is None:
         return skipped
-    sys.path.insert(0, str(REPO_ROOT / "python"))
+    ladder_package()
     module = importlib.import_module(f"conv_pool_ladder.{track}")
     try:
         script.log("building the extension (first build: a few minutes)")

@@ -1,6 +1,6 @@
 """Loading and deriving numbers from committed ladder results (standard library only).
 
-Shared by scripts/update_results.py, the plot scripts in this folder and notebooks/ladder.ipynb.
+Shared by update_results.py, the plots (plots/) and notebooks/ladder.ipynb.
 
 Inputs (all in one results directory, default results/, or $LADDER_RESULTS_DIR):
   * `build/ladder --json FILE` outputs (one per GPU, e.g. results/ladder_h200.json): recognised by

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""The shape of the Python tooling, checked with ast (no import runs): the packages (grader,
+tooling, python/conv_pool_ladder) never change sys.path and never import a script by its bare
+name; an entry point (scripts/, tests/, a __main__.py) changes sys.path at most once; and no
+import cycle exists among the packages' modules, nor among the packages themselves. Imports
+inside functions count: a cycle that only a lazy import closes is still a cycle.
+
+  python3 scripts/test_structure.py      (CTest: tooling_structure)
+"""
+import ast
+import os
+import sys
+import unittest
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Folders whose packages are importable: the repository root (grader, tooling) and python/.
+PACKAGE_ROOTS = ("", "python")
+ENTRY_FOLDERS = ("scripts", "tests")
+
+
+def python_files(root):
+    """Paths (relative, with /) of the .py files under root, outside build folders and hidden ones."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "build")) and d != "__pycache__")
+        out += [os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+                for f in sorted(filenames) if f.endswith(".py")]
+    return out
+
+
+def is_entry_point(path):
+    return path.split("/")[0] in ENTRY_FOLDERS or path.endswith("/__main__.py")
+
+
+def module_name(root, path):
+    """(dotted name, is a package's __init__) of a package module, or None where a folder on the
+    way has no __init__.py (a script's folder, not a package)."""
+    for base in PACKAGE_ROOTS:
+        prefix = base + "/" if base else ""
+        if not path.startswith(prefix):
+            continue
+        parts = path[len(prefix):][:-3].split("/")
+        folders = [prefix + "/".join(parts[:i + 1]) for i in range(len(parts) - 1)]
+        if parts and all(os.path.isfile(os.path.join(root, f, "__init__.py")) for f in folders) and len(parts) > 1:
+            init = parts[-1] == "__init__"
+            return ".".join(parts[:-1] if init else parts), init
+    return None
+
+
+def sys_path_changes(tree):
+    """Line numbers of sys.path.insert/append/extend calls and of assignments to sys.path."""
+    lines = []
+    for node in ast.walk(tree):
+        target = node.func if isinstance(node, ast.Call) else None
+        if isinstance(target, ast.Attribute) and target.attr in ("insert", "append", "extend") \
+                and ast.unparse(target.value) == "sys.path":
+            lines.append(node.lineno)
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(ast.unparse(t).startswith("sys.path") for t in targets):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def imported(tree, name, is_package):
+    """The dotted names a module imports (each `from X import y` gives X.y and X), relative
+    imports resolved against the module's own package."""
+    package = name if is_package else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            out += [base] + [f"{base}.{a.name}" for a in node.names]
+    return out
+
+
+def load(root):
+    """{path: ast} of every Python file under root."""
+    trees = {}
+    for path in python_files(root):
+        with open(os.path.join(root, path), encoding="utf-8") as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # a module's own escapes are not this test's
+            warnings.simplefilter("ignore", DeprecationWarning)
+            trees[path] = ast.parse(f.read(), path)
+    return trees
+
+
+def graph(root, trees):
+    """{module: set of project modules it imports}, for the package modules."""
+    names = {}
+    for path in trees:
+        m = module_name(root, path)
+        if m and not is_entry_point(path):
+            names[path] = m
+    modules = {n for n, _ in names.values()}
+    edges = {}
+    for path, (name, init) in names.items():
+        targets = set()
+        for dotted in imported(trees[path], name, init):
+            while dotted and dotted not in modules:  # `from pkg import function`: the module pkg
+                dotted = dotted.rpartition(".")[0]
+            if dotted and dotted != name:
+                targets.add(dotted)
+        edges[name] = targets
+    return edges
+
+
+def find_cycle(edges):
+    """One cycle of the graph as a list of nodes (first == last), or None."""
+    state, stack = {}, []
+
+    def visit(n):
+        state[n] = "open"
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if state.get(m) == "open":
+                return stack[stack.index(m):] + [m]
+            if m not in state and (found := visit(m)):
+                return found
+        state[n] = "done"
+        stack.pop()
+        return None
+
+    for n in sorted(edges):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def package_of(name, edges):
+    """The package a module belongs to: itself for a package's __init__, else its parent."""
+    return name if any(k.startswith(name + ".") for k in edges) else name.rpartition(".")[0]
+
+
+def problems(root):
+    """Every violation, as lines (empty: the structure holds)."""
+    trees, out = load(root), []
+    scripts = {os.path.basename(p)[:-3] for p in trees if is_entry_point(p)}
+    for path, tree in sorted(trees.items()):
+        changes = sys_path_changes(tree)
+        if not is_entry_point(path):
+            out += [f"{path}:{line}: changes sys.path outside an entry point" for line in changes]
+            for node in ast.walk(tree):  # a bare name only sys.path tricks could resolve
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else []
+                out += [f"{path}:{node.lineno}: imports the script {n} by its bare name"
+                        for n in names if n.split(".")[0] in scripts]
+        elif len(changes) > 1:
+            out.append(f"{path}:{changes[1]}: an entry point changes sys.path more than once (lines {changes})")
+    edges = graph(root, trees)
+    cycle = find_cycle(edges)
+    if cycle:
+        out.append("import cycle among modules: " + " -> ".join(cycle))
+    packages = {}
+    for n, targets in edges.items():
+        p = package_of(n, edges)
+        packages.setdefault(p, set()).update(package_of(t, edges) for t in targets)
+    packages = {p: {t for t in ts if t != p and not p.startswith(t + ".") and not t.startswith(p + ".")}
+                for p, ts in packages.items()}  # a subpackage and its parent may use each other
+    cycle = find_cycle(packages)
+    if cycle:
+        out.append("import cycle among packages: " + " -> ".join(cycle))
+    return out
+
+
+class StructureTest(unittest.TestCase):
+    def test_structure(self):
+        self.assertEqual(problems(ROOT), [])
+
+    def test_the_packages_are_seen(self):
+        """The graph holds the packages' modules and their edges: a check that sees nothing passes."""
+        edges = graph(ROOT, load(ROOT))
+        for name in ("grader.handout", "grader.track", "grader.track_config", "tooling.checks.check_program",
+                     "tooling.results.update_results", "tooling.results.plots.make_all"):
+            self.assertIn(name, edges)
+        self.assertIn("grader.track_config", edges["grader.handout"])
+        self.assertIn("tooling.checks.check_program", edges["grader.runs"])
+        self.assertIn("tooling.results.ladder_results", edges["tooling.results.plots._common"])
+
+    def test_cycle_and_path_rules_catch_a_plant(self):
+        self.assertEqual(find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}), ["a", "b", "c", "a"])
+        self.assertIsNone(find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}))
+        tree = ast.parse("import sys\ndef f():\n    sys.path.insert(0, 'x')\nsys.path += ['y']\n")
+        self.assertEqual(sys_path_changes(tree), [3, 4])
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())

@@ -1,0 +1,1075 @@
+"""Problem 74 (tracks/p74_backward), forward and backward, side by side with PyTorch, in one run
+on one GPU.
+
+    python3 scripts/compare_p74.py --selfcheck                    # first: every rung, every gradient
+    python3 scripts/compare_p74.py --json /tmp/p74.json           # KernelBench's sizes, timing
+    python3 scripts/compare_p74.py --batch 4 --forward-rungs 03,04 --backward-rungs 08,09
+
+The problem: KernelBench level 2, problem 74 (python/conv_pool_ladder/p74.py: ConvTranspose3d ->
+LeakyReLU(0.2) -> * multiplier (out_channels, 1, 1, 1) -> LeakyReLU(0.2) -> MaxPool3d(2)), at
+KernelBench's sizes unless --batch, --depth, ... say otherwise; weights seeded, x = torch.rand,
+the upstream gradient grad_out ~ U(-1, 1).
+
+Default mode. Variants, on the same weights, x and grad_out:
+  eager          the Model, cuDNN allowed TF32 (PyTorch's default for convolutions);
+  eager_fp32     the Model with torch.backends.cudnn.allow_tf32 = False;
+  compile        torch.compile(Model), --compile-mode (default "default"), flags at their defaults;
+  forward NN     ModelNew(forward_rung="NN"), forward only (--forward-rungs, default every GPU
+                 forward rung);
+  pair FF+BB     ModelNew(forward_rung=FF, backward_rung=BB): FF the fastest forward rung that
+                 passed its check, BB each backward rung (--backward-rungs, default all).
+"forward" is a call under torch.no_grad() (inference: nothing saved); "forward+backward" is
+out = m(x); out.backward(grad_out) with x and the parameters requiring grad, their .grad set to
+None before each call, so every call allocates its gradients (the parameters' and x's).
+
+Two stages, forward then forward+backward, each in three phases:
+  1. memory: one untimed call (warm-up; torch.compile compiles here), then one call between
+     torch.cuda.reset_peak_memory_stats() and torch.cuda.max_memory_allocated(): peak_bytes,
+     the most bytes PyTorch's caching allocator held during the call. As in compare_p38.py,
+     what is resident at the call counts: x, grad_out and every model's parameters (reported as
+     baseline_bytes; peak_above_baseline_bytes is the call's own). Nothing else is resident then
+     (the references and the L2-flush buffer come later).
+  2. correctness, against float64 on the GPU (gating for the rungs, exit 1 on failure; for
+     PyTorch, reported): the forward rungs' out, argmax and y_saved (check_forward), the pairs'
+     four gradients (check_backward), at the bounds derived below, on the whole batch.
+  3. timing: CUDA events around each call; before each repetition the L2 is flushed by writing a
+     --flush-mb (default 256) MB buffer; after --warmup calls, the median (min, max) of --reps.
+
+Targets (this run's numbers; reported, never gating):
+  fastest forward rung's forward           <= 0.5 x torch.compile's forward;
+  fastest pair's forward+backward          <= 0.7 x torch.compile's forward+backward;
+  fastest pair's forward+backward peak     <= 1/4 x eager's forward+backward peak (both with
+                                              inputs and parameters resident).
+
+Correctness bounds: tracks/p74_backward/tolerance.cpp's, ported (derivations there; u = 2^-24,
+lambda = 8, Higham and Mary's probabilistic bound as in the other tracks):
+  y (conv output + bias), K = in_channels/groups x taps landing there, M = |bias| + sum |w x|:
+      e_y = (lambda*sqrt(K + 1) + 2)*u*M + (K + 1)*2^-126
+  z = lrelu(multiplier*lrelu(y)), L = max(1, |slope|):
+      e_z = L^2*|mult|*(e_y + 3u*(|y| + e_y))*(1 + 2^-10) + 3*2^-126*L^2*max(1, |mult|)
+  out, the max of z over a window (1-Lipschitz): tol_out = the largest e_z over the window.
+  argmax: the window offset must be in range, not on padding, and near-maximal:
+      z64[chosen] >= out64 - (tol_out + e_z[chosen]); offsets that differ from float64's first
+      maximum are counted (near-ties, information).
+  y_saved: within e_y of y64 at the chosen position. And (a check of this script's) out within
+      e_z with e_y = 0 of lrelu(multiplier*lrelu(y_saved)): the saved y is the output's.
+  gradients: the float64 reference is routed through the rung's own argmax and y_saved (as the
+      C++ oracle does), so that a near-tie or a y within rounding of 0 routes both sides alike:
+      g_m = (m > 0 ? g : slope*g), grad_multiplier = sum g_m*a, g_y = g_m*multiplier*(y > 0 ? 1 :
+      slope), grad_bias = sum g_y, and grad_x, grad_weight from torch.autograd through
+      F.conv_transpose3d with g_y scattered to the argmax positions. Each gradient element, a sum
+      of n nonzero terms with sum |terms| = mag, must be within (lambda*sqrt(n) + 6)*u*mag +
+      n*2^-120 in any summation order (an element with no nonzero term must be exactly 0).
+      Against plain torch.autograd of the float64 Model (grad of sum(out*grad_out)) the same bound
+      applies (plus L^2*sum |g|*e_y for grad_multiplier, whose terms use y64 there) where PyTorch's
+      float64 routing is the rung's (every argmax equal, every sign of y and m equal); otherwise
+      that comparison is information, with the windows that differ counted.
+
+--selfcheck: small problems (the KernelBench geometry at small sizes, partial tiles, a generic
+problem with groups, dilation, per-axis parameters and an overlapping padded ceil_mode pool that
+the fast rungs 04 and 09 must refuse with their reason) and KernelBench's size: every forward rung
+and every backward rung at the bounds above (poisoned outputs), determinism where claimed; the
+window arithmetic against F.max_pool3d's indices; ModelNew equal to the operators and its rung
+fallback; torch.autograd.gradcheck of ModelNew's autograd.Function (P74Function) for every
+backward rung; torch.autograd.gradgradcheck of the Model in float64 (PyTorch's second order) and
+ModelNew's second order raising; needs_input_grad; error messages. Exit 1 on any FAIL.
+
+Skips (message, exit 0) where PyTorch is not importable or there is no CUDA device. Exit 1 when
+the extension does not build, the track is not in this checkout, or a rung fails its check.
+Progress on stderr, results on stdout; --json FILE writes everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+import time
+import traceback
+import warnings
+
+from . import compare_common as cc
+from .compare_common import (agreement, conv_macs, conv_transpose_out_size, fp32_round, num as _num, peak_memory,
+                            triple)
+from .compare_common import pool_out_size as max_pool_out_size
+
+SCRIPT = cc.Script("compare_p74")
+log, write_json = SCRIPT.log, SCRIPT.write_json
+
+FP32_U = 2.0 ** -24   # fp32 unit roundoff
+LAMBDA = 8.0          # the probabilistic bound's lambda, as the other tracks
+SECOND_ORDER = 2.0 ** -10
+MIN_NORMAL = 2.0 ** -126  # fp32's smallest normal: what an underflowed or flushed value loses
+
+# torch.autograd.gradcheck of P74Function on float32 inputs. The function is piecewise linear in
+# every input (conv, LeakyReLU, products by one parameter at a time, max), and the inputs are
+# chosen (gradcheck_inputs) so that no perturbation of GRADCHECK_EPS crosses a kink: the central
+# difference has no truncation error, only fp32 rounding. An output's fp32 error is at most
+# ~40 ulps at |out| <= 1 here (sums of <= 54 products: the e_z bound above), 2.4e-6, and the step
+# x + eps rounds by u*|x|: the numerical derivative is off by <= 2.4e-6/eps + |f'|*u*|x|/eps,
+# about 2.5e-3. GRADCHECK_ATOL = 5e-3 and GRADCHECK_RTOL = 1e-2 leave a factor two; a gradient
+# that misses a tap or a slope is off by |w|*|g| ~ 0.05 or more (weights U(-0.2, 0.2)), ten times
+# the tolerance. Atomic rungs reorder float sums between calls: GRADCHECK_NONDET_TOL bounds the
+# difference of two analytical Jacobians (a few ulps of values <= 1).
+GRADCHECK_EPS = 1e-3
+GRADCHECK_ATOL = 5e-3
+GRADCHECK_RTOL = 1e-2
+GRADCHECK_NONDET_TOL = 1e-5
+GRADCHECK_MARGIN = 0.02  # |y|, |m| at every argmax and each window's gap to its runner-up exceed this
+
+# KernelBench's sizes (python/conv_pool_ladder/p74.py holds the same; --selfcheck compares them).
+KERNELBENCH = {"batch": 16, "in_channels": 16, "out_channels": 32, "depth": 16, "height": 32, "width": 32,
+               "kernel_size": 3, "stride": 2, "padding": 1, "output_padding": 1, "negative_slope": 0.2,
+               "pool_kernel_size": 2}
+
+
+# ---- sizes, counts, windows, targets: plain Python, no torch (scripts/test_compare_p74.py) ---------
+
+def problem_sizes(p):
+    """Derived sizes of a problem dict (KERNELBENCH's keys, plus optional dilation, groups,
+    pool_stride, pool_padding, pool_dilation, ceil_mode): conv and pooled sizes, element and
+    float32 byte counts, conv_macs."""
+    in_size = (p["depth"], p["height"], p["width"])
+    k, s, pad = triple(p["kernel_size"]), triple(p["stride"]), triple(p["padding"])
+    op, d = triple(p["output_padding"]), triple(p.get("dilation", 1))
+    groups = int(p.get("groups", 1))
+    pk = triple(p["pool_kernel_size"])
+    ps = triple(p.get("pool_stride") or pk)
+    pp, pd = triple(p.get("pool_padding", 0)), triple(p.get("pool_dilation", 1))
+    ceil = bool(p.get("ceil_mode", False))
+    conv = tuple(conv_transpose_out_size(in_size[a], k[a], s[a], pad[a], op[a], d[a]) for a in range(3))
+    out = tuple(max_pool_out_size(conv[a], pk[a], ps[a], pp[a], pd[a], ceil) for a in range(3))
+    b, cin, cout = p["batch"], p["in_channels"], p["out_channels"]
+    x_elems = b * cin * math.prod(in_size)
+    conv_elems = b * cout * math.prod(conv)
+    out_elems = b * cout * math.prod(out)
+    weight_elems = cin * (cout // groups) * math.prod(k)
+    return {"in_size": in_size, "conv_size": conv, "out_size": out, "x_elems": x_elems, "conv_elems": conv_elems,
+            "out_elems": out_elems, "weight_elems": weight_elems, "x_bytes": 4 * x_elems,
+            "conv_bytes": 4 * conv_elems, "out_bytes": 4 * out_elems, "pool_window": math.prod(pk),
+            "conv_macs": conv_macs(b, cin, cout, groups, in_size, conv, k, s, pad, d)}
+
+
+def in_family(p) -> bool:
+    """Whether a problem dict lies in the fast rungs' (04, 09) KernelBench geometry family:
+    conv kernel 3, stride 2, padding 1, dilation 1, output_padding 0 or 1, groups 1; pool kernel
+    2, stride 2, padding 0, dilation 1, no ceil_mode. The rungs decide (their unsupported());
+    this is what --selfcheck expects of them."""
+    conv_ok = (triple(p["kernel_size"]) == (3,) * 3 and triple(p["stride"]) == (2,) * 3
+               and triple(p["padding"]) == (1,) * 3 and triple(p.get("dilation", 1)) == (1,) * 3
+               and all(v in (0, 1) for v in triple(p["output_padding"])) and int(p.get("groups", 1)) == 1)
+    pk = triple(p["pool_kernel_size"])
+    pool_ok = (pk == (2,) * 3 and triple(p.get("pool_stride") or pk) == (2,) * 3
+               and triple(p.get("pool_padding", 0)) == (0,) * 3 and triple(p.get("pool_dilation", 1)) == (1,) * 3
+               and not p.get("ceil_mode", False))
+    return conv_ok and pool_ok
+
+
+def _passed(v):
+    return bool((v.get("check") or {}).get("pass"))
+
+
+def fastest(variants, kind, phase):
+    """The variant of `kind` with the smallest `phase` ("forward" or "train") median among those
+    timed that passed their check; None if none."""
+    ok = [v for v in variants if v.get("kind") == kind and (v.get(phase) or {}).get("median_ms") is not None
+          and _passed(v)]
+    return min(ok, key=lambda v: v[phase]["median_ms"], default=None)
+
+
+def _ms(v, phase):
+    return None if v is None else (v.get(phase) or {}).get("median_ms")
+
+
+def evaluate_targets(variants):
+    """The three targets (module docstring) from this run's variants: dicts with kind ("eager",
+    "eager_fp32", "compile", "forward", "pair"), forward / train ({median_ms}), peak_train_bytes
+    and check ({pass}). A target whose numbers are missing is "not measured" (met None)."""
+    compile_v = next((v for v in variants if v.get("kind") == "compile"), None)
+    eager_v = next((v for v in variants if v.get("kind") == "eager"), None)
+    best_f = fastest(variants, "forward", "forward")
+    best_p = fastest(variants, "pair", "train")
+    out = []
+    f_ms, c_f = _ms(best_f, "forward"), _ms(compile_v, "forward")
+    out.append(cc.target(f"{best_f['variant'] if best_f else 'fastest forward rung (none passed)'}: forward <= 0.5 x "
+                         "torch.compile's", f_ms / c_f if f_ms and c_f else None, 0.5, ms=f_ms, reference_ms=c_f))
+    p_ms, c_t = _ms(best_p, "train"), _ms(compile_v, "train")
+    label = best_p["variant"] if best_p else "fastest pair (none passed)"
+    out.append(cc.target(f"{label}: forward+backward <= 0.7 x torch.compile's", p_ms / c_t if p_ms and c_t else None,
+                         0.7, ms=p_ms, reference_ms=c_t))
+    peak = best_p.get("peak_train_bytes") if best_p else None
+    eager_peak = eager_v.get("peak_train_bytes") if eager_v else None
+    out.append(cc.target(f"{label}: forward+backward peak memory <= 1/4 x eager's (inputs and parameters included)",
+                         peak / eager_peak if peak and eager_peak else None, 0.25, bytes=peak,
+                         reference_bytes=eager_peak))
+    return out
+
+
+def resolve_rungs(spec, rungs, direction):
+    """Rung ids with a GPU `direction` pass ("forward" or "backward") for a --*-rungs value
+    ("all", or ids / names, comma-separated); ValueError names the unknown."""
+    avail = [r for r in rungs if r[direction]]
+    try:
+        return cc.pick_rungs(spec, avail)
+    except LookupError as e:
+        raise ValueError(f"--{direction}-rungs: no rung {e.args[0]!r} with a GPU {direction} pass (those: "
+                         f"{cc.rung_names(avail) or 'none'})") from None
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="Problem 74's GPU rungs, forward and backward, against PyTorch "
+                                            "(KernelBench L2 P74), one GPU. See the module docstring.")
+    p.add_argument("--selfcheck", action="store_true",
+                   help="small problems and KernelBench's, every rung and gradient against float64, gradcheck; "
+                        "exit 1 on any failure (run this first)")
+    p.add_argument("--forward-rungs", default="all", help="forward rungs by number or name, comma-separated")
+    p.add_argument("--backward-rungs", default="all", help="backward rungs by number or name, comma-separated")
+    cc.add_problem_args(p, KERNELBENCH, reps=20, warmup=3, flush_mb=256)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--compile-mode", default="default")
+    p.add_argument("--skip-kernelbench-selfcheck", action="store_true",
+                   help="--selfcheck: leave out the KernelBench-sized case")
+    p.add_argument("--json", metavar="FILE", help="write every result as JSON")
+    p.add_argument("--verbose-build", action="store_true", help="show the extension's build output")
+    args = p.parse_args(argv)
+    if args.reps < 1 or args.warmup < 0 or args.flush_mb < 0:
+        p.error("--reps must be >= 1, --warmup and --flush-mb >= 0")
+    return args
+
+
+def problem_of(args):
+    """The problem dict of a default-mode run (KERNELBENCH's keys)."""
+    return {**{k: getattr(args, k) for k in KERNELBENCH if k != "negative_slope"},
+            "negative_slope": KERNELBENCH["negative_slope"]}
+
+
+def problem_case(problem):
+    """A default-mode problem dict as a selfcheck case (case_problem's form), for case_models."""
+    return {"name": "run", "batch": problem["batch"], "in_channels": problem["in_channels"],
+            "out_channels": problem["out_channels"], "input": (problem["depth"], problem["height"], problem["width"]),
+            "conv": {k: problem[k] for k in ("kernel_size", "stride", "padding", "output_padding")},
+            "pool": {"kernel_size": problem["pool_kernel_size"]}, "negative_slope": problem["negative_slope"]}
+
+
+# ---- windows, references and bounds (torch) ---------------------------------------------------------
+
+def pool_params(model):
+    """MaxPool3d's parameters as triples: kernel, stride, padding, dilation, and ceil_mode."""
+    mp = model.max_pool
+    k = triple(mp.kernel_size)
+    return {"kernel": k, "stride": triple(mp.stride if mp.stride is not None else k), "padding": triple(mp.padding),
+            "dilation": triple(mp.dilation), "ceil_mode": bool(mp.ceil_mode)}
+
+
+def windows(t, pool, out_size, fill=-math.inf):
+    """Every pooling window of t (N, C, D, H, W) as (N, C, oD, oH, oW, window) in window order
+    (jd, jh, jw), padding positions holding `fill`."""
+    import torch.nn.functional as F
+
+    pads = []
+    for a in (2, 1, 0):  # F.pad takes the last axis first
+        k, s, p, d = pool["kernel"][a], pool["stride"][a], pool["padding"][a], pool["dilation"][a]
+        need = (out_size[a] - 1) * s + d * (k - 1) + 1
+        pads += [p, max(0, need - (t.shape[2 + a] + p))]
+    w = F.pad(t, pads, value=fill)
+    for a in range(3):
+        k, s, d = pool["kernel"][a], pool["stride"][a], pool["dilation"][a]
+        w = w.unfold(2 + a, d * (k - 1) + 1, s).narrow(2 + a, 0, out_size[a])
+    w = w[..., ::pool["dilation"][0], ::pool["dilation"][1], ::pool["dilation"][2]]
+    return w.reshape(*w.shape[:5], -1)
+
+
+def offset_positions(torch, offsets, pool, conv_size):
+    """(flat conv-spatial index, valid) of window offsets (N, C, oD, oH, oW): valid where the
+    offset is in range and not on padding; the index is 0 where invalid."""
+    k, s, p, d = pool["kernel"], pool["stride"], pool["padding"], pool["dilation"]
+    off = offsets.long()
+    valid = (off >= 0) & (off < math.prod(k))
+    off = off.clamp(0, math.prod(k) - 1)
+    j = (off // (k[1] * k[2]), (off // k[2]) % k[1], off % k[2])
+    pos = []
+    for a in range(3):
+        shape = [1, 1, 1, 1, 1]
+        shape[2 + a] = off.shape[2 + a]
+        q = torch.arange(off.shape[2 + a], device=off.device).view(shape)
+        pa = q * s[a] - p[a] + j[a] * d[a]
+        valid &= (pa >= 0) & (pa < conv_size[a])
+        pos.append(pa)
+    flat = (pos[0] * conv_size[1] + pos[1]) * conv_size[2] + pos[2]
+    return torch.where(valid, flat, torch.zeros_like(flat)), valid
+
+
+def conv_kwargs(ct):
+    return dict(stride=ct.stride, padding=ct.padding, output_padding=ct.output_padding, groups=ct.groups,
+                dilation=ct.dilation)
+
+
+def chain64(torch, y, mult, slope):
+    """(a, m, z) = (lrelu(y), multiplier*a, lrelu(m)) in float64; mult (C,) broadcast per channel."""
+    a = torch.where(y > 0, y, slope * y)
+    m = mult.view(1, -1, 1, 1, 1) * a
+    return a, m, torch.where(m > 0, m, slope * m)
+
+
+def chain_bound(torch, y, mult, slope, e_y):
+    """e_z of the module docstring (tolerance.cpp's z_error) for y (float64) with bound e_y."""
+    lip2 = max(1.0, abs(slope)) ** 2
+    am = mult.abs().view(1, -1, 1, 1, 1)
+    return (lip2 * am * (e_y + 3 * FP32_U * (y.abs() + e_y)) * (1 + SECOND_ORDER)
+            + 3 * MIN_NORMAL * lip2 * torch.clamp(am, min=1.0))
+
+
+def forward_reference(torch, model, x):
+    """The float64 forward of `model`'s parameters on x, with everything the checks need:
+    {y, e_y, z, e_z, out, tol_out, offsets (first maximum, window order), indices (F.max_pool3d's),
+    conv_size, out_size, pool, slope}. The slope is rounded to fp32 first, as PyTorch applies it
+    to an fp32 tensor."""
+    import torch.nn.functional as F
+
+    ct = model.conv_transpose
+    kw = conv_kwargs(ct)
+    slope = fp32_round(model.leaky_relu.negative_slope)
+    x64, w64, b64 = x.detach().double(), ct.weight.detach().double(), ct.bias.detach().double()
+    mult = model.multiplier.detach().double().reshape(-1)
+    with torch.no_grad():
+        y = F.conv_transpose3d(x64, w64, b64, **kw)
+        mag = F.conv_transpose3d(x64.abs(), w64.abs(), b64.abs(), **kw)
+        ones_in = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=torch.float64, device=x.device)
+        ones_k = torch.ones((1, 1) + tuple(w64.shape[2:]), dtype=torch.float64, device=x.device)
+        taps = F.conv_transpose3d(ones_in, ones_k, stride=ct.stride, padding=ct.padding,
+                                  output_padding=ct.output_padding, dilation=ct.dilation)
+        k_terms = (x.shape[1] // ct.groups) * taps
+        e_y = (LAMBDA * torch.sqrt(k_terms + 1.0) + 2.0) * FP32_U * mag + (k_terms + 1.0) * MIN_NORMAL
+        del mag
+        _, _, z = chain64(torch, y, mult, slope)
+        e_z = chain_bound(torch, y, mult, slope, e_y)
+        pool = pool_params(model)
+        out, indices = F.max_pool3d(z, pool["kernel"], pool["stride"], pool["padding"], pool["dilation"],
+                                    pool["ceil_mode"], return_indices=True)
+        out_size = tuple(out.shape[2:])
+        zw = windows(z, pool, out_size)
+        offsets = zw.argmax(-1)  # the first maximum: torch.argmax returns the first of equal maxima
+        tol_out = windows(e_z, pool, out_size).amax(-1)
+        del zw
+    return {"y": y, "e_y": e_y, "z": z, "e_z": e_z, "out": out, "tol_out": tol_out, "offsets": offsets,
+            "indices": indices, "conv_size": tuple(y.shape[2:]), "out_size": out_size, "pool": pool,
+            "slope": slope, "mult": mult}
+
+
+def _at(torch, t, flat):
+    """t (N, C, conv...) gathered at flat conv-spatial indices (N, C, out...)."""
+    return t.flatten(2).gather(2, flat.flatten(2)).view(flat.shape)
+
+
+def check_forward(torch, ref, out, argmax, y_saved):
+    """A forward rung's (out, argmax, y_saved) against forward_reference (module docstring)."""
+    flat, valid = offset_positions(torch, argmax, ref["pool"], ref["conv_size"])
+    z_at, e_at = _at(torch, ref["z"], flat), _at(torch, ref["e_z"], flat)
+    near_max = valid & (z_at >= ref["out"] - (ref["tol_out"] + e_at))
+    argmax_failures = int((~near_max).sum())
+    differs = int((valid & (argmax.long() != ref["offsets"])).sum())
+    res = {"out": agreement(out, ref["out"], ref["tol_out"]), "argmax_failures": argmax_failures,
+           "argmax_differs": differs}
+    tol_y = _at(torch, ref["e_y"], flat)
+    y_ref = torch.where(valid, _at(torch, ref["y"], flat), y_saved.double())  # invalid ones fail above
+    res["y_saved"] = agreement(y_saved, y_ref, tol_y)
+    ys = y_saved.double()
+    _, _, z = chain64(torch, ys, ref["mult"], ref["slope"])
+    res["out_from_y_saved"] = agreement(out, z, chain_bound(torch, ys, ref["mult"], ref["slope"], torch.zeros_like(ys)))
+    res["pass"] = (res["out"]["pass"] and res["y_saved"]["pass"] and res["out_from_y_saved"]["pass"]
+                   and argmax_failures == 0)
+    return res
+
+
+def _sum_bound(torch, mag, terms):
+    """tolerance.cpp's grad_tol: (lambda*sqrt(terms) + 6)*u*mag + terms*2^-120."""
+    return (LAMBDA * torch.sqrt(terms) + 6.0) * FP32_U * mag + terms * 2.0 ** -120
+
+
+def backward_reference(torch, model, x, argmax, y_saved, grad_out, ref):
+    """The float64 gradients routed through a forward rung's argmax and y_saved, with their bounds
+    (module docstring): {grad_x, grad_weight, grad_bias, grad_multiplier, tol_*}. Of ref
+    (forward_reference's) only slope, mult, pool and conv_size are read."""
+    import torch.nn.functional as F
+
+    ct = model.conv_transpose
+    kw = conv_kwargs(ct)
+    s, mult = ref["slope"], ref["mult"]
+    flat, valid = offset_positions(torch, argmax, ref["pool"], ref["conv_size"])
+    with torch.no_grad():
+        ys, g = y_saved.double(), grad_out.double() * valid
+        a = torch.where(ys > 0, ys, s * ys)
+        m = mult.view(1, -1, 1, 1, 1) * a
+        g_m = torch.where(m > 0, g, s * g)
+        t_mult = g_m * a
+        gy = g_m * mult.view(1, -1, 1, 1, 1)
+        g_y = torch.where(ys > 0, gy, s * gy)
+        dims = (0, 2, 3, 4)
+        out = {"grad_multiplier": t_mult.sum(dims), "grad_bias": g_y.sum(dims)}
+        out["tol_grad_multiplier"] = _sum_bound(torch, t_mult.abs().sum(dims), (t_mult != 0).sum(dims).double())
+        out["tol_grad_bias"] = _sum_bound(torch, g_y.abs().sum(dims), (g_y != 0).sum(dims).double())
+        n, c = y_saved.shape[:2]
+
+        def scatter(v):
+            conv = torch.zeros((n, c, math.prod(ref["conv_size"])), dtype=torch.float64, device=x.device)
+            conv.scatter_add_(2, flat.flatten(2), v.flatten(2))  # overlapping windows add
+            return conv.view((n, c) + ref["conv_size"])
+
+        grad_y, grad_y_abs, grad_y_nz = scatter(g_y), scatter(g_y.abs()), scatter((g_y != 0).double())
+    x64, w64 = x.detach().double(), ct.weight.detach().double()
+
+    def conv_grads(xv, wv, gv):
+        xr, wr = xv.clone().requires_grad_(True), wv.clone().requires_grad_(True)
+        with torch.enable_grad():
+            yv = F.conv_transpose3d(xr, wr, None, **kw)
+            return torch.autograd.grad(yv, (xr, wr), gv)
+
+    out["grad_x"], out["grad_weight"] = conv_grads(x64, w64, grad_y)
+    mag_x, mag_w = conv_grads(x64.abs(), w64.abs(), grad_y_abs)
+    n_x, n_w = conv_grads((x64 != 0).double(), (w64 != 0).double(), grad_y_nz)
+    out["tol_grad_x"] = _sum_bound(torch, mag_x, n_x)
+    out["tol_grad_weight"] = _sum_bound(torch, mag_w, n_w)
+    return out
+
+
+GRAD_NAMES = ("grad_x", "grad_weight", "grad_bias", "grad_multiplier")
+
+
+def check_backward(torch, bref, grads):
+    """A backward rung's four gradients against backward_reference."""
+    res = {}
+    for name, g in zip(GRAD_NAMES, grads):
+        res[name] = agreement(g.reshape(bref[name].shape), bref[name], bref["tol_" + name])
+    res["pass"] = all(res[n]["pass"] for n in GRAD_NAMES)
+    return res
+
+
+def autograd_reference(torch, model, x, grad_out):
+    """PyTorch's float64 gradients of sum(Model(x) * grad_out), slope rounded to fp32:
+    (grad_x, grad_weight, grad_bias, grad_multiplier flattened)."""
+    m64 = copy.deepcopy(model).double()
+    m64.leaky_relu.negative_slope = fp32_round(model.leaky_relu.negative_slope)
+    x64 = x.detach().double().requires_grad_(True)
+    with torch.enable_grad():
+        out = m64(x64)
+        params = (x64, m64.conv_transpose.weight, m64.conv_transpose.bias, m64.multiplier)
+        grads = torch.autograd.grad(out, params, grad_out.double())
+    return grads[:3] + (grads[3].reshape(-1),)
+
+
+def routing_differences(torch, ref, argmax, y_saved):
+    """Windows where PyTorch's float64 routing differs from the rung's: another argmax, or another
+    sign of y or of m at it."""
+    flat, valid = offset_positions(torch, argmax, ref["pool"], ref["conv_size"])
+    y64 = _at(torch, ref["y"], flat)
+    ys = y_saved.double()
+    mult = ref["mult"].view(1, -1, 1, 1, 1)
+    differ = (argmax.long() != ref["offsets"]) | ~valid | ((y64 > 0) != (ys > 0)) | ((mult * y64 > 0) !=
+                                                                                      (mult * ys > 0))
+    return int(differ.sum())
+
+
+# ---- the extension and the models (torch) -----------------------------------------------------------
+
+def main(argv=None) -> int:
+    return cc.track_main(SCRIPT, parse_args(argv), "p74", 74, selfcheck, compare)
+
+
+# ---- the comparison (default mode) -------------------------------------------------------------------
+
+def compare(torch, p74, args, rungs) -> int:
+    meta = cc.run_meta(torch, args)
+    problem = problem_of(args)
+    sizes = problem_sizes(problem)
+    fwd_ids = resolve_rungs(args.forward_rungs, rungs, "forward")
+    bwd_ids = resolve_rungs(args.backward_rungs, rungs, "backward")
+    names = {r["id"]: r["name"] for r in rungs}
+    model, init, x, grad_out = case_models(torch, p74, problem_case(problem), args.seed)
+    info = p74.model_info(model, tuple(x.shape), fwd_ids[0] if fwd_ids else "03")
+    sizes["conv_macs_cpp"] = info["conv_macs"]
+    result = {"skipped": False, "meta": meta, "problem": problem, "sizes": sizes, "rungs": rungs, "notes": [],
+              "unsupported": {}}
+    if float(sizes["conv_macs"]) != info["conv_macs"]:
+        result["notes"].append(f"conv_macs differs: Python {sizes['conv_macs']}, C++ {info['conv_macs']}")
+    for r in sorted(set(fwd_ids + bwd_ids)):
+        why = p74.model_info(model, tuple(x.shape), r)["unsupported"]
+        if why:
+            result["unsupported"][r] = why
+    fwd_ids = [r for r in fwd_ids if r not in result["unsupported"]]
+    bwd_ids = [r for r in bwd_ids if r not in result["unsupported"]]
+    log(f"problem {problem}: conv {sizes['conv_size']}, out {sizes['out_size']}, conv_macs {sizes['conv_macs']:,}; "
+        f"forward rungs {fwd_ids}, backward rungs {bwd_ids}; device {meta['device']}")
+    params = list(model.parameters())
+    news = {}
+
+    def train_fn(m, ps):
+        def fn():
+            x.grad = None
+            for p_ in ps:
+                p_.grad = None
+            out = m(x)
+            out.backward(grad_out)
+            return out
+        return fn
+
+    variants = [{"variant": "PyTorch eager (TF32 conv, the default)", "kind": "eager", "tf32": True},
+                {"variant": "PyTorch eager, TF32 off", "kind": "eager_fp32", "tf32": False}]
+    if not args.no_compile:
+        variants.append({"variant": f"torch.compile (mode={args.compile_mode})", "kind": "compile", "tf32": None})
+    compiled = {}
+
+    def module_of(v):
+        if v["kind"] == "compile":
+            if "m" not in compiled:
+                log(f"torch.compile (mode={args.compile_mode})")
+                compiled["m"] = torch.compile(model, mode=args.compile_mode)
+            return compiled["m"], params
+        if v["kind"] in ("eager", "eager_fp32"):
+            return model, params
+        m = news[v["key"]]
+        return m, list(m.parameters())
+
+    for r in fwd_ids:
+        news[("f", r)] = case_new(p74, model, init, r, bwd_ids[0] if bwd_ids else "08")
+        variants.append({"variant": f"forward {r} {names[r]}", "kind": "forward", "rung": r, "key": ("f", r),
+                         "tf32": None})
+
+    def run(vs, phase_name, body):
+        cc.run_phase(torch, vs, phase_name, body, log)
+
+    # ---- stage 1: forward ----
+    def fwd_fn(v):
+        m, _ = module_of(v)
+        return lambda: m(x)
+
+    def fwd_memory(v):
+        with torch.no_grad():
+            t0 = time.monotonic()
+            fwd_fn(v)()
+            torch.cuda.synchronize()
+            if v["kind"] == "compile":
+                meta["compile_forward_seconds"] = time.monotonic() - t0
+            log(f"memory (forward): {v['variant']}")
+            mem = peak_memory(torch, fwd_fn(v))
+        v.update({f"{k}_forward": val for k, val in mem.items()})
+
+    run(variants, "memory (forward)", fwd_memory)
+    torch.cuda.empty_cache()
+    log("reference: the forward in float64")
+    state = {"ref": forward_reference(torch, model, x)}  # closures read state: entries go when popped
+    bwd_ref = {k: state["ref"][k] for k in ("slope", "mult", "pool", "conv_size")}  # what backward_reference reads
+
+    def fwd_check(v):
+        ref = state["ref"]
+        log(f"check (forward): {v['variant']}")
+        with torch.no_grad():
+            if v["kind"] == "forward":
+                out, argmax, y_saved = p74.p74_forward(x, model.conv_transpose.weight, model.conv_transpose.bias,
+                                                       model.multiplier, rung=v["rung"], poison=True,
+                                                       **p74.module_params(model))
+                v["check"] = check_forward(torch, ref, out, argmax, y_saved)
+                v["check"]["gating"] = True
+                v["routing_differs_from_pytorch"] = routing_differences(torch, ref, argmax, y_saved)
+            else:
+                v["check"] = {**agreement(fwd_fn(v)(), ref["out"], ref["tol_out"]), "gating": False}
+
+    run(variants, "check (forward)", fwd_check)
+    state.pop("ref")
+    torch.cuda.empty_cache()
+    state["timer"] = cc.Timer(torch, args.warmup, args.reps, args.flush_mb * 2**20)
+
+    def fwd_time(v):
+        log(f"timing (forward): {v['variant']}")
+        with torch.no_grad():
+            v["forward"] = state["timer"](fwd_fn(v))
+
+    run(variants, "timing (forward)", fwd_time)
+    state.pop("timer")
+    best_f = fastest(variants, "forward", "forward")
+
+    # ---- stage 2: forward+backward ----
+    pairs = []
+    if best_f is not None:
+        for r in bwd_ids:
+            news[("p", r)] = case_new(p74, model, init, best_f["rung"], r)
+            pairs.append({"variant": f"pair {best_f['rung']}+{r} {names[best_f['rung']]}+{names[r]}", "kind": "pair",
+                          "rung": r, "forward_rung": best_f["rung"], "key": ("p", r), "tf32": None})
+    else:
+        result["notes"].append("no forward rung passed: no forward+backward pairs")
+    x.requires_grad_(True)
+    train_vs = [v for v in variants if v["kind"] in ("eager", "eager_fp32", "compile")] + pairs
+    variants += pairs
+    torch.cuda.empty_cache()  # nothing of the checks or the timer stays resident during the memory phase
+
+    def train_memory(v):
+        m, ps = module_of(v)
+        t0 = time.monotonic()
+        train_fn(m, ps)()
+        torch.cuda.synchronize()
+        if v["kind"] == "compile":
+            meta["compile_train_seconds"] = time.monotonic() - t0
+        # the warm-up's gradients (and earlier variants') go: resident are x, grad_out, parameters
+        x.grad = None
+        for mod in [model, *news.values()]:
+            mod.zero_grad(set_to_none=True)
+        log(f"memory (forward+backward): {v['variant']}")
+        mem = peak_memory(torch, train_fn(m, ps))
+        v.update({"peak_train_bytes": mem["peak_bytes"], "baseline_train_bytes": mem["baseline_bytes"],
+                  "peak_above_baseline_train_bytes": mem["peak_above_baseline_bytes"]})
+
+    run(train_vs, "memory (forward+backward)", train_memory)
+    torch.cuda.empty_cache()
+    if pairs:
+        log("reference: gradients in float64, routed through the fastest forward rung's argmax")
+        with torch.no_grad():
+            _, argmax, y_saved = p74.p74_forward(x.detach(), model.conv_transpose.weight, model.conv_transpose.bias,
+                                                 model.multiplier, rung=best_f["rung"], **p74.module_params(model))
+        bref = backward_reference(torch, model, x, argmax, y_saved, grad_out, bwd_ref)
+        result["routing_differs_from_pytorch"] = best_f["routing_differs_from_pytorch"]
+
+        def train_check(v):
+            log(f"check (backward): {v['variant']}")
+            with torch.no_grad():
+                grads = p74.p74_backward(grad_out, x.detach(), model.conv_transpose.weight, model.conv_transpose.bias,
+                                         model.multiplier, argmax, y_saved, rung=v["rung"], poison=True,
+                                         **p74.module_params(model))
+            v["check"] = {**check_backward(torch, bref, grads), "gating": True}
+
+        run(pairs, "check (backward)", train_check)
+        del bref, argmax, y_saved
+    torch.cuda.empty_cache()
+    state["timer"] = cc.Timer(torch, args.warmup, args.reps, args.flush_mb * 2**20)
+    meta.update(reps=args.reps, warmup=args.warmup, flush_bytes=args.flush_mb * 2**20)
+
+    def train_time(v):
+        log(f"timing (forward+backward): {v['variant']}")
+        m, ps = module_of(v)
+        v["train"] = state["timer"](train_fn(m, ps))
+
+    run(train_vs, "timing (forward+backward)", train_time)
+    state.pop("timer")
+    for v in variants:
+        v.pop("key", None)
+    result["variants"] = variants
+    result["targets"] = evaluate_targets(variants)
+    failed = [v for v in variants if v["kind"] in ("forward", "pair") and (v.get("error") or not _passed(v))]
+    result["passed"] = not failed and best_f is not None
+    print_report(result)
+    write_json(args.json, result)
+    return 0 if result["passed"] else 1
+
+
+def _mb(v):
+    return None if v is None else v / 1e6
+
+
+def print_report(result):
+    m, p, s = result["meta"], result["problem"], result["sizes"]
+    print(f"Problem 74 against PyTorch: {cc.env_line(m)}, commit {m['provenance'].get('git_commit')}")
+    print(f"problem: batch {p['batch']}, {p['in_channels']} -> {p['out_channels']} channels, input "
+          f"{p['depth']}x{p['height']}x{p['width']}, ConvTranspose3d(kernel {p['kernel_size']}, stride {p['stride']}, "
+          f"padding {p['padding']}, output_padding {p['output_padding']}), LeakyReLU({p['negative_slope']}), "
+          f"MaxPool3d({p['pool_kernel_size']}); conv {'x'.join(map(str, s['conv_size']))}, out "
+          f"{'x'.join(map(str, s['out_size']))}, conv_macs {s['conv_macs']:,} (C++ {s.get('conv_macs_cpp', 0):,.0f})")
+    for r, why in result["unsupported"].items():
+        print(f"note: rung {r} left out: {why}")
+    for note in result["notes"]:
+        print(f"note: {note}")
+    if "routing_differs_from_pytorch" in result:
+        print(f"note: windows where PyTorch's float64 routing differs from the fastest forward rung's: "
+              f"{result['routing_differs_from_pytorch']} (near-ties or y/m within rounding of 0)")
+    print()
+    print(f"median of {m['reps']} calls after {m['warmup']} warm-up, CUDA events, L2 flushed before each by a "
+          f"{m['flush_bytes'] / 2**20:.0f} MiB write; forward under no_grad; peak = max_memory_allocated over one "
+          f"forward+backward, inputs, grad_out and parameters included")
+    hdr = (f"{'variant':<44} {'fwd ms':>9} {'fwd+bwd ms':>11} {'peak MB':>9} {'call MB':>9} {'x tol':>9}  result")
+    print(hdr)
+    print("-" * len(hdr))
+    for v in result["variants"]:
+        c = v.get("check") or {}
+        if v.get("error"):
+            res = "FAILED: " + v["error"][:60]
+        else:
+            res = ("PASS" if c.get("pass") else "FAIL") if c.get("gating") else "info"
+        if "worst_ratio" in c:
+            ratio = c["worst_ratio"]
+        elif v["kind"] == "forward":
+            ratio = max((c.get(k) or {}).get("worst_ratio", 0.0) for k in ("out", "y_saved", "out_from_y_saved"))
+        elif v["kind"] == "pair":
+            ratio = max((c.get(k) or {}).get("worst_ratio", 0.0) for k in GRAD_NAMES)
+        else:
+            ratio = None
+        print(f"{v['variant']:<44} {_num(_ms(v, 'forward'), '.4f'):>9} {_num(_ms(v, 'train'), '.4f'):>11} "
+              f"{_num(_mb(v.get('peak_train_bytes')), '.1f'):>9} "
+              f"{_num(_mb(v.get('peak_above_baseline_train_bytes')), '.1f'):>9} {_num(ratio, '.3g'):>9}  {res}")
+    print("(x tol: worst |error| / its derived bound; forward rungs: out, y_saved and out from y_saved; pairs: the "
+          "four gradients; PyTorch: out, information)")
+    print()
+    cc.print_targets(result["targets"], 100)
+    print()
+    print("RESULT:", "PASS" if result["passed"] else "FAIL (a rung disagreed with float64 or failed)")
+
+
+# ---- --selfcheck -------------------------------------------------------------------------------------
+
+SELFCHECK_CASES = (
+    {"name": "kernelbench geometry, small", "batch": 2, "in_channels": 4, "out_channels": 12, "input": (4, 6, 5)},
+    {"name": "partial tiles, output_padding 0", "batch": 1, "in_channels": 3, "out_channels": 9, "input": (3, 9, 17),
+     "output_padding": 0},
+    {"name": "generic: groups 2, dilation, per-axis, overlapping padded ceil_mode pool, slope 0.1", "batch": 2,
+     "in_channels": 4, "out_channels": 6, "input": (3, 4, 5),
+     "conv": {"kernel_size": (2, 3, 3), "stride": (1, 2, 3), "padding": (0, 1, 2), "output_padding": (0, 1, 2),
+              "dilation": (1, 1, 2), "groups": 2},
+     "pool": {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": (1, 1, 2), "ceil_mode": True},
+     "negative_slope": 0.1},
+)
+KERNELBENCH_CASE = {"name": "KernelBench's sizes", "batch": 16, "in_channels": 16, "out_channels": 32,
+                    "input": (16, 32, 32)}
+# gradcheck problems: few windows, so that inputs away from every kink are found quickly
+GRADCHECK_CASES = (
+    {"name": "gradcheck, kernelbench geometry", "batch": 1, "in_channels": 2, "out_channels": 2, "input": (1, 2, 2)},
+    {"name": "gradcheck, generic", "batch": 1, "in_channels": 2, "out_channels": 2, "input": (1, 2, 2),
+     "conv": {"kernel_size": 2, "stride": 1, "padding": 0, "output_padding": 0, "dilation": (1, 1, 2), "groups": 2},
+     "pool": {"kernel_size": 2, "stride": 2, "padding": 0, "ceil_mode": True}, "negative_slope": 0.1},
+)
+
+
+def case_problem(case):
+    """The problem dict of a selfcheck case (KERNELBENCH's parameters unless the case sets them)."""
+    conv = case.get("conv", {})
+    pool = case.get("pool", {})
+    p = {"batch": case["batch"], "in_channels": case["in_channels"], "out_channels": case["out_channels"],
+         "depth": case["input"][0], "height": case["input"][1], "width": case["input"][2],
+         "kernel_size": conv.get("kernel_size", 3), "stride": conv.get("stride", 2),
+         "padding": conv.get("padding", 1), "output_padding": conv.get("output_padding", case.get("output_padding", 1)),
+         "dilation": conv.get("dilation", 1), "groups": conv.get("groups", 1),
+         "negative_slope": case.get("negative_slope", 0.2), "pool_kernel_size": pool.get("kernel_size", 2),
+         "pool_stride": pool.get("stride"), "pool_padding": pool.get("padding", 0),
+         "pool_dilation": pool.get("dilation", 1), "ceil_mode": pool.get("ceil_mode", False)}
+    return p
+
+
+def case_models(torch, p74, case, seed, weight_scale=None):
+    """(Model (seeded), init, x = torch.rand, grad_out ~ U(-1, 1)) of a case, CUDA; modules the
+    KernelBench constructor does not parametrize are replaced (ConvTranspose3d with groups or
+    dilation, MaxPool3d, the slope)."""
+    import torch.nn as nn
+
+    p = case_problem(case)
+    cin, cout = p["in_channels"], p["out_channels"]
+    init = [cin, cout, p["kernel_size"], p["stride"], p["padding"], p["output_padding"], (cout, 1, 1, 1)]
+    torch.manual_seed(seed)
+    model = p74.Model(*init)
+    if p["groups"] != 1 or triple(p["dilation"]) != (1, 1, 1):  # the constructor takes the rest
+        model.conv_transpose = nn.ConvTranspose3d(cin, cout, p["kernel_size"], stride=p["stride"],
+                                                  padding=p["padding"], output_padding=p["output_padding"],
+                                                  groups=p["groups"], dilation=p["dilation"])
+    if "pool" in case:
+        model.max_pool = nn.MaxPool3d(p["pool_kernel_size"], stride=p["pool_stride"], padding=p["pool_padding"],
+                                      dilation=p["pool_dilation"], ceil_mode=p["ceil_mode"])
+    model.leaky_relu.negative_slope = p["negative_slope"]
+    if weight_scale is not None:
+        with torch.no_grad():
+            model.conv_transpose.weight.uniform_(-weight_scale, weight_scale)
+            model.conv_transpose.bias.uniform_(-weight_scale, weight_scale)
+    model = model.cuda()
+    x = torch.rand((p["batch"], cin) + tuple(case["input"]), device="cuda")
+    out_size = problem_sizes(p)["out_size"]
+    grad_out = torch.rand((p["batch"], cout) + out_size, device="cuda") * 2 - 1
+    return model, init, x, grad_out
+
+
+def case_new(p74, model, init, fwd, bwd):
+    """A ModelNew with the model's modules (copied) and parameters."""
+    new = p74.ModelNew(*init, forward_rung=fwd, backward_rung=bwd)
+    new.conv_transpose = copy.deepcopy(model.conv_transpose).cpu()
+    new.max_pool = copy.deepcopy(model.max_pool)
+    new.leaky_relu.negative_slope = model.leaky_relu.negative_slope
+    new.load_state_dict(model.state_dict())
+    return new.cuda()
+
+
+def _forward_args(model):
+    ct = model.conv_transpose
+    return ct.weight.detach(), ct.bias.detach(), model.multiplier.detach()
+
+
+def check_case(torch, p74, case, seed, fwd_ids, bwd_ids, rung_meta, results):
+    """Every forward and backward rung on one case (module docstring)."""
+    name = case["name"]
+    model, init, x, grad_out = case_models(torch, p74, case, seed)
+    p = case_problem(case)
+    family = in_family(p)
+
+    def refusal(r):  # the fast rungs refuse a problem outside their family, naming it
+        return "cannot run this problem" if r in rung_meta["fast"] and not family else None
+
+    w, b, mult = _forward_args(model)
+    kw = p74.module_params(model)
+    py = problem_sizes(p)
+    info = p74.model_info(model, tuple(x.shape), "03")
+    results.append({"check": f"{name}: sizes and conv_macs, Python == C++",
+                    "pass": py["conv_macs"] == info["conv_macs"] and py["conv_size"] == info["conv_size"]
+                    and py["out_size"] == info["out_size"],
+                    "got": f"macs {py['conv_macs']} / {info['conv_macs']:.0f}, conv {py['conv_size']} / "
+                           f"{info['conv_size']}, out {py['out_size']} / {info['out_size']}"})
+    ref = forward_reference(torch, model, x)
+    pos_ok = bool(torch.equal(offset_positions(torch, ref["offsets"], ref["pool"], ref["conv_size"])[0],
+                              ref["indices"]))
+    results.append({"check": f"{name}: window offsets (first maximum) map to F.max_pool3d's indices",
+                    "pass": pos_ok})
+    with torch.no_grad():
+        eager = model(x)
+    results.append({**agreement(eager, ref["out"], ref["tol_out"]), "check": f"{name}: PyTorch eager (TF32 as set) "
+                    "vs float64 (information)", "pass": True, "info": True})
+    saved = None
+    for r in fwd_ids:
+        label = f"{name}: forward {r}"
+        call = (lambda r=r: p74.p74_forward(x, w, b, mult, rung=r, poison=True, **kw))
+        got = cc.call_rung(torch, results, label, call, refusal(r))
+        if got is None:
+            continue
+        out, argmax, y_saved = got
+        c = check_forward(torch, ref, out, argmax, y_saved)
+        results.append({"check": f"{label} vs float64 (out, argmax, y_saved)", "pass": c["pass"],
+                        "worst_ratio": max(c[k]["worst_ratio"] for k in ("out", "y_saved", "out_from_y_saved")),
+                        "max_abs_err": c["out"]["max_abs_err"],
+                        "got": f"argmax failures {c['argmax_failures']}, near-ties taken differently "
+                               f"{c['argmax_differs']}"})
+        if rung_meta["deterministic"].get(r):
+            with torch.no_grad():
+                again = call()
+            results.append({"check": f"{label}: deterministic, two runs bitwise equal",
+                            "pass": all(bool(torch.equal(u, v)) for u, v in zip((out, argmax, y_saved), again))})
+        if c["pass"] and (saved is None or r == "03"):
+            saved = (r, argmax, y_saved)
+    if saved is None:
+        results.append({"check": f"{name}: backward rungs", "pass": False, "got": "no forward rung passed"})
+        return
+    src, argmax, y_saved = saved
+    bref = backward_reference(torch, model, x, argmax, y_saved, grad_out, ref)
+    plain = autograd_reference(torch, model, x, grad_out)
+    differ = routing_differences(torch, ref, argmax, y_saved)
+    tols = [bref["tol_" + n] for n in GRAD_NAMES]
+    flat, _ = offset_positions(torch, argmax, ref["pool"], ref["conv_size"])
+    lip2 = max(1.0, abs(ref["slope"])) ** 2  # grad_multiplier's terms use y64's a there, not y_saved's
+    tols[3] = tols[3] + lip2 * (grad_out.double().abs() * _at(torch, ref["e_y"], flat)).sum((0, 2, 3, 4))
+    for r in bwd_ids:
+        label = f"{name}: backward {r} (state of forward {src})"
+        call = (lambda r=r: p74.p74_backward(grad_out, x, w, b, mult, argmax, y_saved, rung=r, poison=True, **kw))
+        grads = cc.call_rung(torch, results, label, call, refusal(r))
+        if grads is None:
+            continue
+        c = check_backward(torch, bref, grads)
+        results.append({"check": f"{label} vs float64 routed alike", "pass": c["pass"],
+                        "worst_ratio": max(c[n]["worst_ratio"] for n in GRAD_NAMES),
+                        "got": ", ".join(f"{n} {c[n]['worst_ratio']:.3g}" for n in GRAD_NAMES)})
+        pc = [agreement(g.reshape(t.shape), pg.reshape(t.shape), t) for g, pg, t in zip(grads, plain, tols)]
+        results.append({"check": f"{label} vs torch.autograd of the float64 Model"
+                                 + ("" if differ == 0 else f" (information: {differ} windows routed differently)"),
+                        "pass": all(a["pass"] for a in pc) if differ == 0 else True, "info": differ != 0,
+                        "worst_ratio": max(a["worst_ratio"] for a in pc)})
+        if rung_meta["deterministic"].get(r):
+            with torch.no_grad():
+                again = call()
+            results.append({"check": f"{label}: deterministic, two runs bitwise equal",
+                            "pass": all(bool(torch.equal(u, v)) for u, v in zip(grads, again))})
+
+
+def gradcheck_inputs(torch, p74, case, first_seed, tries=4000):
+    """(model, init, x) of a gradcheck case whose float64 forward keeps GRADCHECK_MARGIN from
+    every kink: |y| and |m| at each window's argmax, and each window's gap to its runner-up.
+    Weights and bias U(-0.2, 0.2). RuntimeError when no seed in `tries` gives such inputs."""
+    for seed in range(first_seed, first_seed + tries):
+        model, init, x, _ = case_models(torch, p74, case, seed, weight_scale=0.2)
+        ref = forward_reference(torch, model, x)
+        flat, _ = offset_positions(torch, ref["offsets"], ref["pool"], ref["conv_size"])
+        y_at = _at(torch, ref["y"], flat)
+        m_at = ref["mult"].view(1, -1, 1, 1, 1) * torch.where(y_at > 0, y_at, ref["slope"] * y_at)
+        zw = windows(ref["z"], ref["pool"], ref["out_size"])
+        top = zw.topk(2, dim=-1).values if zw.shape[-1] > 1 else None
+        gap_ok = top is None or bool(((top[..., 0] - top[..., 1]) > GRADCHECK_MARGIN).all())
+        if gap_ok and bool((y_at.abs() > GRADCHECK_MARGIN).all()) and bool((m_at.abs() > GRADCHECK_MARGIN).all()):
+            return model, init, x, seed
+    raise RuntimeError(f"{case['name']}: no seed in [{first_seed}, {first_seed + tries}) keeps the inputs "
+                       f"{GRADCHECK_MARGIN} from every kink")
+
+
+def gradchecks(torch, p74, args, fwd_ids, bwd_ids, rung_meta, results):
+    """gradcheck of P74Function per backward rung, gradgradcheck of the float64 Model, ModelNew's
+    second order raising, needs_input_grad."""
+    for case in GRADCHECK_CASES:
+        family = in_family(case_problem(case))
+        try:
+            model, init, x, seed = gradcheck_inputs(torch, p74, case, args.seed)
+        except RuntimeError as e:
+            results.append({"check": case["name"], "pass": False, "got": str(e)})
+            continue
+        w, b, mult = (t.detach().clone().requires_grad_(True) for t in _forward_args(model))
+        xg = x.clone().requires_grad_(True)
+        params = p74.module_params(model)
+        fwd = next((r for r in ("04", "03") if r in fwd_ids and (family or r not in rung_meta["fast"])), None)
+        if fwd is None:
+            fwd = next((r for r in fwd_ids if family or r not in rung_meta["fast"]), None)
+        for r in bwd_ids:
+            if r in rung_meta["fast"] and not family:
+                continue
+            det = rung_meta["deterministic"].get(r, False)
+            label = f"{case['name']} (seed {seed}): P74Function, forward {fwd}, backward {r}"
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # gradcheck warns that the inputs are not float64
+                    ok = torch.autograd.gradcheck(
+                        lambda *t, r=r: p74.P74Function.apply(*t, fwd, r, params), (xg, w, b, mult),
+                        eps=GRADCHECK_EPS, atol=GRADCHECK_ATOL, rtol=GRADCHECK_RTOL,
+                        nondet_tol=0.0 if det else GRADCHECK_NONDET_TOL, raise_exception=True)
+                results.append({"check": label, "pass": bool(ok)})
+            except Exception as e:
+                results.append({"check": label, "pass": False, "got": f"{type(e).__name__}: {str(e)[:400]}"})
+        # PyTorch's second order, on the same inputs in float64
+        m64 = copy.deepcopy(model).double()
+        ins = (x.double().requires_grad_(True),)
+
+        def f64(xx, m64=m64):
+            return m64(xx)
+
+        try:
+            ok = torch.autograd.gradgradcheck(f64, ins, raise_exception=True)
+            results.append({"check": f"{case['name']}: gradgradcheck of the float64 Model (PyTorch's second order)",
+                            "pass": bool(ok)})
+        except Exception as e:
+            results.append({"check": f"{case['name']}: gradgradcheck of the float64 Model", "pass": False,
+                            "got": f"{type(e).__name__}: {str(e)[:400]}"})
+        new = case_new(p74, model, init, fwd, next(r for r in bwd_ids if family or r not in rung_meta["fast"]))
+        xs = x.clone().requires_grad_(True)
+
+        def second_order():
+            out = new(xs)
+            (gx,) = torch.autograd.grad((out * out).sum(), xs, create_graph=True)
+            gx.sum().backward()
+
+        cc.expect_error(results, f"{case['name']}: ModelNew's second order raises", second_order, RuntimeError,
+                      "once_differentiable")
+        # needs_input_grad: x without grad; then the parameters frozen
+        new.zero_grad(set_to_none=True)
+        new(x).sum().backward()
+        results.append({"check": f"{case['name']}: x without requires_grad: parameters get gradients",
+                        "pass": all(p_.grad is not None for p_ in new.parameters())})
+        for p_ in new.parameters():
+            p_.requires_grad_(False)
+            p_.grad = None
+        xs = x.clone().requires_grad_(True)
+        new(xs).sum().backward()
+        results.append({"check": f"{case['name']}: frozen parameters: only x gets a gradient",
+                        "pass": xs.grad is not None and all(p_.grad is None for p_ in new.parameters())})
+
+
+def model_checks(torch, p74, args, fwd_ids, bwd_ids, rung_meta, results):
+    """ModelNew against the operators, its fallback, and the error messages."""
+    case = SELFCHECK_CASES[0]
+    model, init, x, grad_out = case_models(torch, p74, case, args.seed)
+    w, b, mult = _forward_args(model)
+    kw = p74.module_params(model)
+    f_r = "04" if "04" in fwd_ids else fwd_ids[0]
+    b_r = "09" if "09" in bwd_ids else bwd_ids[0]
+    new = case_new(p74, model, init, f_r, b_r)
+    xs = x.clone().requires_grad_(True)
+    out = new(xs)
+    out.backward(grad_out)
+    with torch.no_grad():
+        o, am, ys = p74.p74_forward(x, w, b, mult, rung=f_r, **kw)
+        grads = p74.p74_backward(grad_out, x, w, b, mult, am, ys, rung=b_r, **kw)
+    det = rung_meta["deterministic"].get(b_r, False)
+    got = (xs.grad, new.conv_transpose.weight.grad, new.conv_transpose.bias.grad, new.multiplier.grad)
+    same = all(bool(torch.equal(g, e.reshape(g.shape))) for g, e in zip(got, grads))
+    results.append({"check": f"ModelNew ({f_r}, {b_r}) equals the operators: out"
+                             + (" and the four gradients, bitwise" if det else " bitwise"),
+                    "pass": bool(torch.equal(out, o)) and (same or not det)})
+    results.append({"check": "multiplier.grad has the multiplier's shape (C, 1, 1, 1)",
+                    "pass": tuple(new.multiplier.grad.shape) == tuple(new.multiplier.shape)})
+    # fallback on a problem outside the fast rungs' family
+    g_case = SELFCHECK_CASES[2]
+    gm, g_init, gx, _ = case_models(torch, p74, g_case, args.seed)
+    if "04" in fwd_ids and "09" in bwd_ids:
+        gnew = case_new(p74, gm, g_init, "04", "09")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            chosen = gnew.rungs_for(tuple(gx.shape))
+            gout = gnew(gx)
+        results.append({"check": "ModelNew falls back to 03/08 with a warning outside 04/09's family",
+                        "pass": chosen == ("03", "08") and any("generic rung" in str(c.message) for c in caught)
+                        and gout.shape == gm(gx).shape, "got": f"{chosen}, {len(caught)} warnings"})
+    # errors
+    call = p74.p74_forward
+    cc.expect_error(results, "x on the CPU", lambda: call(x.cpu(), w, b, mult, rung=f_r, **kw), ValueError, "CUDA")
+    cc.expect_error(results, "x float64", lambda: call(x.double(), w, b, mult, rung=f_r, **kw), TypeError, "float32")
+    cc.expect_error(results, "x not contiguous", lambda: call(x.transpose(3, 4), w, b, mult, rung=f_r, **kw),
+                  ValueError, "contiguous")
+    cc.expect_error(results, "bias of the wrong shape", lambda: call(x, w, b[:-1].contiguous(), mult, rung=f_r, **kw),
+                  ValueError, "bias must have shape")
+    cc.expect_error(results, "multiplier of the wrong shape",
+                  lambda: call(x, w, b, mult.reshape(-1)[:-1].contiguous(), rung=f_r, **kw), ValueError, "multiplier")
+    cc.expect_error(results, "unknown rung", lambda: call(x, w, b, mult, rung="99", **kw), ValueError, "no rung")
+    cc.expect_error(results, "the CPU rung 00 in p74_forward", lambda: call(x, w, b, mult, rung="00", **kw), ValueError,
+                  "no GPU forward pass")
+    cc.expect_error(results, "a backward rung in p74_forward", lambda: call(x, w, b, mult, rung=b_r, **kw), ValueError,
+                  "no GPU forward pass")
+    cc.expect_error(results, "output_padding >= stride and dilation",
+                  lambda: call(x, w, b, mult, rung=f_r, **{**kw, "output_padding": 2}), ValueError, "output_padding")
+    bcall = p74.p74_backward
+    cc.expect_error(results, "argmax int64", lambda: bcall(grad_out, x, w, b, mult, am.long(), ys, rung=b_r, **kw),
+                  TypeError, "argmax")
+    cc.expect_error(results, "grad_out of the wrong shape",
+                  lambda: bcall(grad_out[:, :-1].contiguous(), x, w, b, mult, am, ys, rung=b_r, **kw), ValueError,
+                  "grad_out must have shape")
+    cc.expect_error(results, "a forward rung in p74_backward",
+                  lambda: bcall(grad_out, x, w, b, mult, am, ys, rung=f_r, **kw), ValueError, "no GPU backward pass")
+
+
+def selfcheck(torch, p74, args, rungs) -> int:
+    meta = cc.run_meta(torch, args)
+    fwd_ids = resolve_rungs(args.forward_rungs, rungs, "forward")
+    bwd_ids = resolve_rungs(args.backward_rungs, rungs, "backward")
+    rung_meta = {"deterministic": {r["id"]: r["deterministic"] for r in rungs}, "fast": ("04", "09")}
+    results = []
+    log(f"selfcheck: forward rungs {fwd_ids}, backward rungs {bwd_ids}")
+    kb_here = [KERNELBENCH[k] for k in ("in_channels", "out_channels", "kernel_size", "stride", "padding",
+                                        "output_padding")] + [(KERNELBENCH["out_channels"], 1, 1, 1)]
+    results.append({"check": "KernelBench sizes here and in p74.py agree",
+                    "pass": kb_here == list(p74.get_init_inputs()) and KERNELBENCH["batch"] == p74.batch_size
+                    and (KERNELBENCH["depth"], KERNELBENCH["height"], KERNELBENCH["width"]) ==
+                    (p74.depth, p74.height, p74.width)})
+    kb = p74.Model(*p74.get_init_inputs())
+    kb_shape = (p74.batch_size, p74.in_channels, p74.depth, p74.height, p74.width)
+    kb_macs = problem_sizes(KERNELBENCH)["conv_macs"]
+    cpp = p74.model_info(kb, kb_shape)["conv_macs"]
+    results.append({"check": "conv_macs at KernelBench's sizes: Python == C++ Problem74::conv_macs",
+                    "pass": float(kb_macs) == cpp, "got": f"{kb_macs} vs {cpp:.0f}"})
+    for r in ("04", "09"):
+        if r in fwd_ids + bwd_ids:
+            why = p74.model_info(kb, kb_shape, r)["unsupported"]
+            results.append({"check": f"rung {r} runs KernelBench's problem", "pass": why == "", "got": why})
+    cases = list(SELFCHECK_CASES) + ([] if args.skip_kernelbench_selfcheck else [KERNELBENCH_CASE])
+    sections = [(f"case: {c['name']}", lambda c=c: check_case(torch, p74, c, args.seed, fwd_ids, bwd_ids, rung_meta,
+                                                                results)) for c in cases]
+    sections += [("ModelNew and errors", lambda: model_checks(torch, p74, args, fwd_ids, bwd_ids, rung_meta, results)),
+                 ("gradcheck", lambda: gradchecks(torch, p74, args, fwd_ids, bwd_ids, rung_meta, results))]
+    for label, body in sections:
+        log(f"selfcheck: {label}")
+        try:
+            body()
+        except Exception as e:
+            results.append({"check": f"{label}: ran to the end", "pass": False,
+                            "got": f"{type(e).__name__}: {e}\n{traceback.format_exc()}"})
+        torch.cuda.empty_cache()
+
+    title = (f"Problem 74 selfcheck: {meta['device']}, torch {meta['torch']}, commit "
+             f"{meta['provenance'].get('git_commit')}; forward rungs {', '.join(fwd_ids)}, backward rungs "
+             f"{', '.join(bwd_ids)}")
+    return cc.report_selfcheck(SCRIPT, args, meta, title, results, got_words=("argmax",))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
