@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import handout, markers, problems, reports, runs, sandbox, track
+from . import handout, markers, problems, reports, rung_meta, runs, sandbox, track
 
 ROOT = None  # set by add_parser
 log = runs.log
@@ -59,8 +59,13 @@ def add_parser(sub, root):
 
 
 def load_config():
+    """grader/rungs.json (points, performance scoring, the tracks), with each stage rung's own
+    settings ("grader" in its folder's rung.json) under "rungs", all from the grader's own tree."""
     with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
-        return json.load(f)
+        cfg = json.load(f)
+    cfg.setdefault("rungs", {}).update({sid: meta["grader"] for sid, (_folder, meta) in rung_meta.stages(ROOT).items()
+                                        if "grader" in meta})
+    return cfg
 
 
 def is_handout(root):

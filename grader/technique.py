@@ -7,8 +7,9 @@ something of a named kernel's loops and counts, not merely whether an opcode occ
 a barrier inside the loop that halves (or a chain of barrier-separated levels), not any
 BAR/LDS/STS; 3xTF32 is three mma per pair of loaded fragments, not rung 10's one.
 
-STAGE_RULES holds the stages' checks, keyed by the stage's name (its folder's name without the
-number, so renumbering keeps them), TRACK_RULES the track rungs', keyed by id (p38-03). The
+STAGE_RULES holds the stages' checks, read from each stage's rung.json ("sass";
+grader/rung_meta.py) and keyed by the stage's name (its folder's name without the number, so
+renumbering keeps them), TRACK_RULES the track rungs', keyed by id (p38-03). The
 check_* functions (CHECKS) say what each kind proves and which wrong technique fails it.
 
 A check names a kernel by a substring of its base name (the identifier; for a template, the
@@ -42,6 +43,8 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
+
+from . import rung_meta
 
 # ---- the SASS model ---------------------------------------------------------------------------
 
@@ -532,39 +535,30 @@ def rule(check, kernel, **params):
     return dict(check=check, kernel=kernel, **params)
 
 
-# Stages, by name. "needs_sm80": the idea exists only in sm_80+ code.
-STAGE_RULES = {
-    "per_thread_loop": [],  # the first port: the local-memory check only
-    "atomics": [rule("atomic_per_element", "pool_atomic_per_element")],
-    "shared_tree": [rule("block_tree", "pool_shared_tree")],
-    "warp_shuffle": [rule("shuffles", "pool_warp_shuffle"), rule("shuffles", "bias_logsumexp_warp")],
-    "vectorized_loads": [rule("wide_loads_loop", "pool_vectorized"), rule("shuffles", "pool_vectorized")],
-    "fused_gather": [
-        rule("loop_has", "conv_pool_gather", sass=[r"FFMA", r"LDG"], what="the convolution computed in a loop"),
-        rule("not_in_loop", "conv_pool_gather", sass=r"ST(G|L)?(\.|$)", what="no output stored per element"),
-        rule("shuffles", "conv_pool_gather"),
-        rule("absent", "conv_pool_gather", sass=FLOAT_ATOMIC, what="no floating-point atomics"),
-        rule("shuffles", "finish_pooled_logsumexp")],
-    "shared_memory_tiling": [  # the tiled kernel by name: the general fallback has LDS/BAR as well
-        rule("smem_operands", "conv_pool_smem_tile"),
-        rule("loop_has", "conv_pool_smem_tile", sass=[r"STS", r"BAR\.SYNC"],
-             what="tiles staged in shared memory each step, behind a barrier")],
-    "register_tiling": [rule("register_tile", "conv_pool_register_tile")],
-    "async_copy": [rule("async_pipeline", "conv_pool_async_copy", needs_sm80=True),
-                   rule("register_tile", "conv_pool_async_copy")],
-    "tensor_cores": [rule("mma_loop", "conv_pool_tensor_cores", needs_sm80=True),
-                     rule("async_pipeline", "conv_pool_tensor_cores", needs_sm80=True)],
-    "three_tf32": [rule("mma_loop", "conv_pool_tensor_cores", needs_sm80=True),
-                   rule("three_products", "conv_pool_tensor_cores", needs_sm80=True),
-                   rule("async_pipeline", "conv_pool_tensor_cores", needs_sm80=True)],
-    "pool_before_conv": [rule("wide_loads_loop", "plane_chunk_sums"), rule("shuffles", "plane_chunk_sums"),
-                         rule("absent", "", sass=FLOAT_ATOMIC, what="no floating-point atomics")],
-    "single_launch": [
-        rule("present", "pool_before_conv_fused", sass=INT_ADD_ATOMIC, what="an arrival counter (integer atomic add)"),
-        rule("present", "pool_before_conv_fused", sass=r"(MEMBAR|FENCE)", what="a memory fence"),
-        rule("wide_loads_loop", "pool_before_conv_fused"),
-        rule("absent", "", sass=FLOAT_ATOMIC, what="no floating-point atomics")],
-}
+# The patterns a stage's rung.json may name as "$NAME".
+PATTERNS = {"FLOAT_ATOMIC": FLOAT_ATOMIC, "INT_ADD_ATOMIC": INT_ADD_ATOMIC}
+
+
+def _resolve(value):
+    if isinstance(value, list):
+        return [_resolve(v) for v in value]
+    if isinstance(value, str) and value.startswith("$"):
+        if value[1:] not in PATTERNS:
+            raise rung_meta.RungMetaError(f"unknown pattern {value} (known: ${', $'.join(PATTERNS)})")
+        return PATTERNS[value[1:]]
+    return value
+
+
+def stage_rules(root):
+    """The stages' checks, by name, from each stage's rung.json ("sass"; grader/rung_meta.py).
+    "needs_sm80": the idea exists only in sm_80+ code."""
+    return {name: [{k: _resolve(v) for k, v in r.items()} for r in rules]
+            for name, rules in rung_meta.by_name(root, "sass").items()}
+
+
+# Stages, by name: the grader's own tree's (ROOT) rung.json files.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STAGE_RULES = stage_rules(ROOT)
 
 # Track rungs, by id; each is checked on its own object (grader/track.py).
 TRACK_RULES = {
@@ -749,8 +743,8 @@ def check_build(build, picked=(), cuobjdump="", strict="sm_90"):
     return sum(1 for l in lines if l.startswith("FAIL")), lines
 
 
-NO_ENTRY = ("FAIL: stage {sid} {name}: no SASS expectation in grader/technique.py (STAGE_RULES); add an entry, "
-            "an empty one if the local-memory check is all")
+NO_ENTRY = ("FAIL: stage {sid} {name}: no SASS expectation (\"sass\" in its folder's rung.json); add one, "
+            "an empty list if the local-memory check is all")
 
 
 def main(argv):

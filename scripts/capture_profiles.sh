@@ -3,7 +3,7 @@
 # GPU this runs on, as text that diffs well: profiles/data/NN_name.txt (one sorted metric table
 # per kernel) plus the raw .ncu-rep under $OUT (or profiles/raw/, not committed).
 # The stages are those of BUILD/stages.tsv (written by cmake/Stages.cmake); a GPU stage without
-# an entry in kernel_filter below stops the script before anything is profiled.
+# an entry ("profile" in its stages/NN_name/rung.json) stops the script before anything is profiled.
 # Usage: scripts/capture_profiles.sh [--check] [BUILD_DIR] [STAGES]   (needs ncu on PATH and a GPU,
 #   and a build configured with -DLADDER_LINEINFO=ON so the counters map to source lines)
 #   --check  only verify that every GPU stage of the list has an entry (no ncu, no GPU needed)
@@ -24,30 +24,33 @@ if [ ! -f "$list" ]; then
   exit 1
 fi
 
-# The kernels to profile, by stage name (the folder name without its number, so renumbering
-# keeps the entries); every GPU stage needs one. The stages that reuse the naive convT kernel
-# (lib/conv_transpose_gather.cuh) leave it out: it is profiled once, with per_thread_loop.
-kernel_filter() {
-  case $1 in
-    per_thread_loop | pool_before_conv | single_launch) echo 'regex:.' ;;
-    fused_gather | shared_memory_tiling | register_tiling | async_copy | tensor_cores | three_tf32) echo 'regex:conv_pool|logsumexp' ;;
-    atomics | shared_tree | warp_shuffle | vectorized_loads) echo 'regex:pool|logsumexp|divide' ;;
-    *) return 1 ;;
-  esac
+# The kernels to profile and the problem's options: "profile" in each stage's rung.json
+# (grader/rung_meta.py). The stages that reuse the naive convT kernel (lib/conv_transpose_gather.cuh)
+# leave it out: it is profiled once, with per_thread_loop. The two slowest rungs (the naive gather
+# fused, about 0.9 s a launch at the KernelBench size, and one output per thread from shared
+# memory, about 0.2 s) would take tens of minutes under the dozens of replay passes a capture
+# needs, so their "args" capture them at batch 1: the same kernel and per-block work, 16 times
+# fewer blocks. Their per-instruction ratios (FFMA share, sectors per request, bank conflicts,
+# stall reasons) do not depend on the batch; totals (bytes, instructions) are per sample. The
+# header of the file records the command.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+profile_entry() {  # profile_entry FOLDER KEY: the value ("" for no args), or status 1 without a filter
+  python3 - "$root/stages/$1/rung.json" "$2" <<'PY'
+import json, sys
+try:
+    profile = json.load(open(sys.argv[1], encoding="utf-8")).get("profile", {})
+except OSError:
+    sys.exit(1)
+if sys.argv[2] == "kernel_filter":
+    if not profile.get("kernel_filter"):
+        sys.exit(1)
+    print(profile["kernel_filter"])
+else:
+    print(" ".join(profile.get("args", [])))
+PY
 }
-
-# Problem options per stage: the two slowest rungs (the naive gather fused, about 0.9 s a launch
-# at the KernelBench size, and one output per thread from shared memory, about 0.2 s) would take
-# tens of minutes under the dozens of replay passes a capture needs, so they are captured at
-# batch 1: the same kernel and per-block work, 16 times fewer blocks. Their per-instruction
-# ratios (FFMA share, sectors per request, bank conflicts, stall reasons) do not depend on the
-# batch; totals (bytes, instructions) are per sample. The header of the file records the command.
-problem_args() {
-  case $1 in
-    fused_gather | shared_memory_tiling) echo "--batch 1" ;;
-    *) echo "" ;;
-  esac
-}
+kernel_filter() { profile_entry "$1" kernel_filter; }
+problem_args() { profile_entry "$1" args; }
 
 folders=() filters=() names=()
 missing=0
@@ -57,8 +60,8 @@ while IFS=$'\t' read -r id folder name kind _rest; do
     echo "skipping stage $folder: a CPU stage, nothing for Nsight Compute" >&2
     continue
   fi
-  if ! filter=$(kernel_filter "$name"); then
-    echo "error: stage $folder has no kernel filter in scripts/capture_profiles.sh (kernel_filter); add one" >&2
+  if ! filter=$(kernel_filter "$folder"); then
+    echo "error: stage $folder has no kernel filter (\"profile\": {\"kernel_filter\": ...} in stages/$folder/rung.json); add one" >&2
     missing=$((missing + 1))
     continue
   fi
@@ -108,7 +111,7 @@ for i in "${!folders[@]}"; do
   name=${folders[$i]} filter=${filters[$i]}
   exe="$build/stage_$name"
   echo "profiling $name" >&2
-  read -ra extra <<<"$(problem_args "${names[$i]}")"
+  read -ra extra <<<"$(problem_args "${folders[$i]}")"
   cmd=("$exe" ${extra[@]+"${extra[@]}"} --reps 1 --warmup 0 --no-cub -q)
   # Skip the ladder's streaming-read floor kernel: it is not the stage's.
   ncu "${sections[@]}" "${controls[@]}" --kernel-name "$filter" --kernel-name-base function \

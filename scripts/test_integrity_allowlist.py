@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-from grader import integrity, loaded_libraries, runs, sandbox  # noqa: E402
+from grader import integrity, loaded_libraries, rung_meta, runs, sandbox  # noqa: E402
 
 BUILD = os.environ.get("LADDER_BUILD", os.path.join(ROOT, "build"))
 HAVE_GXX = all(shutil.which(t) for t in ("g++", "readelf", "c++filt"))
@@ -273,7 +273,8 @@ def rung_objects(build):
     """[(rung id, check function)] for the instructor's assignable rungs built in BUILD."""
     with open(os.path.join(ROOT, "grader", "rungs.json")) as f:
         config = json.load(f)
-    out = [(r, lambda r=r: integrity.check(build, r, cuobjdump="")) for r in config["rungs"]
+    graded = [sid for sid, (_folder, meta) in rung_meta.stages(ROOT).items() if "grader" in meta]
+    out = [(r, lambda r=r: integrity.check(build, r, cuobjdump="")) for r in graded
            if glob.glob(os.path.join(build, "CMakeFiles", f"stage_{r}.dir", "**", "*.o"), recursive=True)]
     for name, t in config.get("tracks", {}).items():
         library = f"{name}_track"

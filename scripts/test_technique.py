@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-from grader import technique  # noqa: E402
+from grader import handout, rung_meta, technique  # noqa: E402
 
 DATA = os.path.join(ROOT, "scripts", "testdata", "technique")
 # Saved: sm_90 (the tuned GPU) for every rung, and sm_75 (what CI's grader checks build: no TF32
@@ -671,6 +671,52 @@ class RealBuild(unittest.TestCase):
         failures, lines = technique.check_build(real_build())
         self.assertEqual(failures, 0, "\n".join(l for l in lines if l.startswith("FAIL")))
 
+
+
+class RungMetaTest(unittest.TestCase):
+    """Each stage's rung.json: read strictly, and the only place the stages' rules come from."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rm_")
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def stage(self, folder, text):
+        os.makedirs(os.path.join(self.tmp, "stages", folder), exist_ok=True)
+        with open(os.path.join(self.tmp, "stages", folder, "rung.json"), "w", encoding="utf-8") as f:
+            f.write(text)
+
+    def test_every_gpu_stage_of_the_repository_has_rules(self):
+        gpu = [f.split("_", 1)[1] for f in os.listdir(os.path.join(ROOT, "stages"))
+               if re.match(r"^\d\d_", f) and glob.glob(os.path.join(ROOT, "stages", f, "*.cu"))]
+        self.assertEqual(sorted(gpu), sorted(technique.STAGE_RULES))
+        self.assertIn(technique.FLOAT_ATOMIC, [r.get("sass") for r in technique.STAGE_RULES["single_launch"]])
+
+    def test_read_and_resolve(self):
+        self.stage("03_tree", '{"sass": [{"check": "absent", "kernel": "", "sass": "$FLOAT_ATOMIC"}], '
+                              '"grader": {"timing": {"mode": "pool", "args": []}}}')
+        self.stage("04_none", '{}')
+        self.assertEqual(set(rung_meta.stages(self.tmp)), {"03", "04"})
+        self.assertEqual(technique.stage_rules(self.tmp)["tree"][0]["sass"], technique.FLOAT_ATOMIC)
+        self.assertEqual(rung_meta.by_name(self.tmp, "grader"), {"tree": {"timing": {"mode": "pool", "args": []}}})
+
+    def test_errors_name_the_file(self):
+        for text, message in (('{"sass": [], "timing": {}}', "unknown key"), ('[1]', "a JSON object"),
+                              ('{"sass": [{"kernel": "k"}]}', "each with"), ('{"sass": ', "rung.json")):
+            with self.subTest(text):
+                self.stage("05_bad", text)
+                with self.assertRaisesRegex(rung_meta.RungMetaError, re.escape(message)):
+                    rung_meta.stages(self.tmp)
+        self.stage("05_bad", '{"sass": [{"check": "absent", "kernel": "", "sass": "$NO_SUCH"}]}')
+        with self.assertRaisesRegex(rung_meta.RungMetaError, "unknown pattern"):
+            technique.stage_rules(self.tmp)
+
+    def test_a_submission_never_declares_its_rung_json(self):
+        """A grading copies only the declared files over the grader's tree, so the rules, the
+        timing and the precision a rung is graded by stay the instructor's."""
+        declared = handout.plan(ROOT, ["03", "10", "13"])[2]
+        self.assertTrue(declared)
+        for files in declared.values():
+            self.assertFalse([f for f in files if f.endswith("rung.json")], files)
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--regenerate"]:

@@ -1,0 +1,59 @@
+"""A stage's metadata lives next to it, in stages/NN_name/rung.json, one small file that the
+tools read instead of keeping a table of every stage:
+
+  "sass"     the machine-code expectations of the technique check (grader/technique.py's rule
+             dicts: check, kernel and its parameters; a pattern "$NAME" names one of
+             technique.PATTERNS); [] when the local-memory check is all;
+  "profile"  the Nsight Compute capture (scripts/capture_profiles.sh): "kernel_filter" and the
+             problem's "args";
+  "grader"   the rung's grading settings (what grader/rungs.json's "rungs" held for it): its
+             "timing" and, for a TF32 rung, "precision".
+
+The file belongs to the instructor's tree: a handout ships it with the stage's folder, and a
+grading reads the grader's own copy, never the submission's.
+"""
+import json
+import os
+import re
+
+KEYS = ("sass", "profile", "grader")
+STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
+
+
+class RungMetaError(ValueError):
+    pass
+
+
+def read(path):
+    """One rung.json, checked: a JSON object with only KEYS. Raises RungMetaError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise RungMetaError(f"{path}: {e}") from e
+    if not isinstance(meta, dict):
+        raise RungMetaError(f"{path}: expected a JSON object")
+    unknown = sorted(set(meta) - set(KEYS))
+    if unknown:
+        raise RungMetaError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})")
+    if not isinstance(meta.get("sass", []), list) or not all(isinstance(r, dict) and "check" in r and "kernel" in r
+                                                             for r in meta.get("sass", [])):
+        raise RungMetaError(f"{path}: \"sass\" is a list of rules, each with \"check\" and \"kernel\"")
+    return meta
+
+
+def stages(root):
+    """{stage id: (folder, metadata)} of every stage folder under root/stages that has a rung.json."""
+    out = {}
+    base = os.path.join(root, "stages")
+    for folder in sorted(os.listdir(base)) if os.path.isdir(base) else ():
+        m = STAGE_DIR.match(folder)
+        path = os.path.join(base, folder, "rung.json")
+        if m and os.path.isfile(path):
+            out[m.group(1)] = (folder, read(path))
+    return out
+
+
+def by_name(root, key):
+    """{stage name: metadata[key]} of the stages whose rung.json has `key`."""
+    return {folder.split("_", 1)[1]: meta[key] for folder, meta in stages(root).values() if key in meta}
