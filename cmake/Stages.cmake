@@ -189,7 +189,7 @@ function(ladder_discover_track_rungs rungs_dir)
   if(NOT CMAKE_SCRIPT_MODE_FILE)
     set(depends CONFIGURE_DEPENDS)
   endif()
-  file(GLOB files ${depends} ${rungs_dir}/*)
+  file(GLOB files ${depends} ${rungs_dir}/*.cu ${rungs_dir}/*.cpp)  # NN_name.json beside a rung: its metadata
   list(SORT files)
   set(ids)
   foreach(f IN LISTS files)

@@ -59,13 +59,10 @@ def add_parser(sub, root):
 
 
 def load_config():
-    """grader/rungs.json (points, performance scoring, the tracks), with each stage rung's own
-    settings ("grader" in its folder's rung.json) under "rungs", all from the grader's own tree."""
+    """grader/rungs.json (points, performance scoring, the tracks), with each rung's own settings
+    ("grader" in its rung.json or NN_name.json) merged in, all from the grader's own tree."""
     with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
-        cfg = json.load(f)
-    cfg.setdefault("rungs", {}).update({sid: meta["grader"] for sid, (_folder, meta) in rung_meta.stages(ROOT).items()
-                                        if "grader" in meta})
-    return cfg
+        return rung_meta.with_rung_settings(json.load(f), ROOT)
 
 
 def is_handout(root):
@@ -285,7 +282,7 @@ def grade_rung(args, r, folder, ctx):
     # Performance: only for a correct, clean, honest rung.
     perf_cfg = {**cfg["performance"], **cfg["rungs"].get(r, {}).get("performance", {})}
     timing = cfg["rungs"].get(r, {}).get("timing")
-    untimed = f"rung {r} has no timing entry in grader/rungs.json" if timing is None else ""
+    untimed = f"rung {r} has no timing entry (\"grader\" in its rung.json)" if timing is None else ""
     clean = clean and not ctx["jail"].findings_since(mark)
     parts.append(runs.performance_gate(args, P, clean, lambda: performance(args, r, P, pts, ctx, timing, perf_cfg),
                                        untimed))

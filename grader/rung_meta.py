@@ -1,5 +1,6 @@
-"""A stage's metadata lives next to it, in stages/NN_name/rung.json, one small file that the
-tools read instead of keeping a table of every stage:
+"""A rung's metadata lives next to it, one small file that the tools read instead of keeping a
+table of every rung: a stage's stages/NN_name/rung.json, a track rung's tracks/T_x/rungs/NN_name.json
+beside its NN_name.cu. Its keys:
 
   "sass"     the machine-code expectations of the technique check (grader/technique.py's rule
              dicts: check, kernel and its parameters; a pattern "$NAME" names one of
@@ -7,7 +8,7 @@ tools read instead of keeping a table of every stage:
   "profile"  the Nsight Compute capture (scripts/capture_profiles.sh): "kernel_filter" and the
              problem's "args";
   "grader"   the rung's grading settings (what grader/rungs.json's "rungs" held for it): its
-             "timing" and, for a TF32 rung, "precision".
+             "timing" and, for a TF32 rung, "precision" (a track rung: its "timing" args).
 
 The file belongs to the instructor's tree: a handout ships it with the stage's folder, and a
 grading reads the grader's own copy, never the submission's.
@@ -18,6 +19,8 @@ import re
 
 KEYS = ("sass", "profile", "grader")
 STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
+TRACK_DIR = re.compile(r"^([a-z][a-z0-9]*)_[A-Za-z0-9_]+$")           # tracks/p38_spatial_softmax: track p38
+TRACK_RUNG_META = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)\.json$")        # its rungs/03_block_tree.json: p38-03
 
 
 class RungMetaError(ValueError):
@@ -57,3 +60,29 @@ def stages(root):
 def by_name(root, key):
     """{stage name: metadata[key]} of the stages whose rung.json has `key`."""
     return {folder.split("_", 1)[1]: meta[key] for folder, meta in stages(root).values() if key in meta}
+
+
+def track_rungs(root):
+    """{"TRACK-NN": metadata} of every track rung under root/tracks with a rungs/NN_name.json."""
+    out = {}
+    base = os.path.join(root, "tracks")
+    for folder in sorted(os.listdir(base)) if os.path.isdir(base) else ():
+        t, rungs = TRACK_DIR.match(folder), os.path.join(base, folder, "rungs")
+        if not t or not os.path.isdir(rungs):
+            continue
+        for name in sorted(os.listdir(rungs)):
+            if (m := TRACK_RUNG_META.match(name)):
+                out[f"{t.group(1)}-{m.group(1)}"] = read(os.path.join(rungs, name))
+    return out
+
+
+def with_rung_settings(config, root):
+    """grader/rungs.json's config with each rung's "grader" settings merged in: a stage's under
+    config["rungs"][NN], a track rung's under config["tracks"][T]["rungs"][NN]. Returns config."""
+    config.setdefault("rungs", {}).update({sid: meta["grader"] for sid, (_folder, meta) in stages(root).items()
+                                           if "grader" in meta})
+    for rung, meta in track_rungs(root).items():
+        t, number = rung.split("-")
+        if "grader" in meta and t in config.get("tracks", {}):
+            config["tracks"][t].setdefault("rungs", {})[number] = meta["grader"]
+    return config

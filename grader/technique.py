@@ -560,23 +560,10 @@ def stage_rules(root):
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGE_RULES = stage_rules(ROOT)
 
-# Track rungs, by id; each is checked on its own object (grader/track.py).
-TRACK_RULES = {
-    "p38-03": [rule("block_tree", "softmax_block_per_row")],
-    "p38-04": [rule("shuffles", "softmax_online")],
-    "p38-05": [
-        rule("present", "conv_exp_partialsILb1E", sass=r"STG",
-             what="the fused epilogue in its writing form (instantiated by run's launch)"),
-        rule("loop_has", "rescale", sass=[r"LDG", r"FMUL", r"STG"], what="one pass that reads, scales and writes"),
-        rule("absent", "rescale", sass=r"MUFU\.EX2", what="no exponential recomputed in the rescale")],
-    "p74-06": [rule("block_tree", "routed_block_tree")],
-    "p74-07": [rule("shuffles", "routed_warp_shuffle")],
-    "p74-08": [
-        rule("loop_has", "channel_sums", sass=[r"LDG"], what="the second pass reading the partials in a loop"),
-        rule("present", "channel_sums", sass=r"STG", what="the second pass writing the sums"),
-        rule("present", "routed_partials", sass=r"STG", what="one partial written per block"),
-        rule("absent", "", sass=FLOAT_ATOMIC, what="no floating-point atomics")],
-}
+# Track rungs, by id, from each rung's NN_name.json beside its file; each is checked on its own
+# object (grader/track.py).
+TRACK_RULES = {rung: [{k: _resolve(v) for k, v in r.items()} for r in meta["sass"]]
+               for rung, meta in rung_meta.track_rungs(ROOT).items() if "sass" in meta}
 
 # ---- applying them ----------------------------------------------------------------------------
 
@@ -662,7 +649,7 @@ def check_track(obj, rung, cuobjdump=None):
     grader/track.py."""
     rules = TRACK_RULES.get(rung)
     if rules is None:
-        return False, [f"FAIL: rung {rung}: no technique rules in grader/technique.py (TRACK_RULES)"]
+        return False, [f"FAIL: rung {rung}: no technique rules (\"sass\" in the rung's NN_name.json beside its file)"]
     cuobjdump = cuobjdump or find_cuobjdump()
     if not cuobjdump:
         return False, ["FAIL: cuobjdump not found (install the CUDA toolkit's cuobjdump and nvdisasm, e.g. pip "

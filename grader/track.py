@@ -272,7 +272,7 @@ def performance(args, ctx, prog, r, P, pts):
                 **t["rungs"].get(number, {}).get("performance", {})}
     timing_cfg = t["rungs"].get(number, {}).get("timing")
     if timing_cfg is None:
-        return P("performance", score=0, skipped=True, output=f"rung {r} has no timing entry in grader/rungs.json")
+        return P("performance", score=0, skipped=True, output=f"rung {r} has no timing entry (\"grader\" in its NN_name.json)")
     runs.log(f"rung {r}: timing")
     status, data = timing(args, ctx, prog, t, number, perf_cfg, timing_cfg)
     part = P("performance", score=0, output="")

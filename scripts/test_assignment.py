@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-from grader import handout, integrity, markers, problems, reports, runs, selftest, technique, track  # noqa: E402
+from grader import handout, integrity, markers, problems, reports, rung_meta, runs, selftest, technique, track  # noqa: E402
 
 ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
 
@@ -683,7 +683,7 @@ class TrackGradeTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "no \"tracks\" entry for track p39"):
             track.settings(config, "p39-01")
         with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
-            config = json.load(f)
+            config = rung_meta.with_rung_settings(json.load(f), ROOT)  # each rung's NN_name.json
         for rung in handout.track_rungs(ROOT):  # every rung with regions has its grading entry
             if any(rung in o for o in handout.owners_in(ROOT, [handout.track_rungs(ROOT)[rung]]).values()):
                 t, number = track.settings(config, rung)
@@ -725,7 +725,7 @@ class TrackGradeTest(unittest.TestCase):
             self.assertFalse(ok)
             self.assertIn("no floating-point atomics in any function: forbidden, found @!P0 REDG.E.ADD.F32", "\n".join(lines))
             self.assertEqual(technique.check_track(obj, "p38-99")[1][0],
-                             "FAIL: rung p38-99: no technique rules in grader/technique.py (TRACK_RULES)")
+                             "FAIL: rung p38-99: no technique rules (\"sass\" in the rung's NN_name.json beside its file)")
 
     def test_integrity_rules(self):
         self.assertEqual(integrity.descriptor_symbol("p38-03"), "_ZN6ladder3p387rung_03Ev")

@@ -710,13 +710,28 @@ class RungMetaTest(unittest.TestCase):
         with self.assertRaisesRegex(rung_meta.RungMetaError, "unknown pattern"):
             technique.stage_rules(self.tmp)
 
+    def test_track_rungs_and_the_merged_settings(self):
+        # Every track rung the self-test grades (it has fixtures) has its rules and its timing.
+        graded = {os.path.basename(d) for d in glob.glob(os.path.join(ROOT, "grader", "fixtures", "*-*"))}
+        self.assertTrue(graded)
+        self.assertLessEqual(graded, set(technique.TRACK_RULES))
+        metas = rung_meta.track_rungs(ROOT)
+        self.assertTrue(all("timing" in metas[r].get("grader", {}) for r in graded), graded)
+        os.makedirs(os.path.join(self.tmp, "tracks", "p38_x", "rungs"))
+        with open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree.json"), "w", encoding="utf-8") as f:
+            f.write('{"sass": [], "grader": {"timing": {"args": ["--batch", "8"]}}}')
+        self.stage("02_atomics", '{"grader": {"timing": {"mode": "pool", "args": []}, "precision": "tf32"}}')
+        config = rung_meta.with_rung_settings({"tracks": {"p38": {"about": "x"}}}, self.tmp)
+        self.assertEqual(config["rungs"], {"02": {"timing": {"mode": "pool", "args": []}, "precision": "tf32"}})
+        self.assertEqual(config["tracks"]["p38"]["rungs"], {"03": {"timing": {"args": ["--batch", "8"]}}})
+
     def test_a_submission_never_declares_its_rung_json(self):
         """A grading copies only the declared files over the grader's tree, so the rules, the
         timing and the precision a rung is graded by stay the instructor's."""
-        declared = handout.plan(ROOT, ["03", "10", "13"])[2]
+        declared = {**handout.plan(ROOT, ["03", "10", "13"])[2], **handout.plan(ROOT, ["p38-03", "p38-05"])[2]}
         self.assertTrue(declared)
         for files in declared.values():
-            self.assertFalse([f for f in files if f.endswith("rung.json")], files)
+            self.assertFalse([f for f in files if f.endswith(".json")], files)
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--regenerate"]:
