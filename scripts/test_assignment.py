@@ -470,6 +470,14 @@ class ProblemsTest(unittest.TestCase):
                 with runs.large_case_turn(big):
                     self.assertFalse(free_slot())  # both taken: a third large case would wait
             self.assertTrue(free_slot())
+        not_a_folder = os.path.join(self.tmp, "a_file")
+        write(not_a_folder, "")
+        ran = []
+        with mock.patch.object(tempfile, "tempdir", not_a_folder), mock.patch.object(runs, "log") as log:
+            with runs.large_case_turn(big):  # no lock files to be had: the case still runs, and says so
+                ran.append(True)
+        self.assertEqual(ran, [True])
+        self.assertIn("without turns", log.call_args[0][0])
 
     def test_repository_lists(self):
         grader = os.path.join(ROOT, "grader")
