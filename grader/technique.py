@@ -30,7 +30,7 @@ Command line (scripts/check_sass.sh calls it; LADDER_SASS_STAGES="03 p38-03" pic
   python3 -m grader.technique [--cuobjdump PATH] BUILD    every stage of BUILD/stages.tsv and,
                                                           unless rungs are picked, every built
                                                           track rung that has rules
-  python3 -m grader.technique --check BUILD               every GPU stage has an entry in STAGE_RULES
+  python3 -m grader.technique --check BUILD               every GPU stage has a "sass" entry in its rung.json
   python3 -m grader.technique --sass FILE RUNG            a saved disassembly, RUNG a stage name
                                                           or a track rung id (the tests)
 Prints one PASS/FAIL line per check; exits 1 when one fails. grader/track.py calls

@@ -4,12 +4,12 @@
 # and the built track rungs that have rules. The checks are grader/technique.py's: it reads
 # `cuobjdump -sass` per function, finds the loops (backward branches) and asks each rung's
 # kernel for its idea in its loops and counts (a barrier inside the tree's loop, not any
-# BAR/LDS/STS; three mma per fragment pair for 3xTF32, ...); its STAGE_RULES and TRACK_RULES list
-# them, one line each. Every GPU stage also may use no local memory (LDL/STL) on sm_90
+# BAR/LDS/STS; three mma per fragment pair for 3xTF32, ...); each rung's metadata lists them,
+# one line each ("sass" in stages/NN_name/rung.json, or in a track rung's rungs/NN_name.json). Every GPU stage also may use no local memory (LDL/STL) on sm_90
 # (LADDER_SASS_STRICT_ARCH), where the register budgets are tuned; other architectures' local
 # memory is printed as NOTE lines. A build for several architectures is checked as a whole: each
-# idea must show in the code of one of them. Every GPU stage must have an entry in STAGE_RULES
-# (an empty one when the local-memory check is all): a stage without one fails.
+# idea must show in the code of one of them. Every GPU stage must have a "sass" entry (an empty
+# list when the local-memory check is all): a stage without one fails.
 # Prints one PASS/FAIL line per check and exits non-zero if any check fails.
 #
 # Usage: scripts/check_sass.sh [--check] [BUILD_DIR]   (default: build)
