@@ -5,6 +5,8 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 
+from tooling.checks.compare_common import conv_transpose_out_size
+
 
 @dataclass
 class Case:
@@ -22,7 +24,7 @@ class Case:
         the ladder's defaults (the KernelBench sizes) for those not given. Track problems read
         the same options; only an order of magnitude is needed."""
         opts = {"--batch": [16], "--in-channels": [64], "--out-channels": [128], "--size": [512],
-                "--kernel-size": [3], "--stride": [1]}
+                "--kernel-size": [3], "--stride": [1], "--padding": [0], "--output-padding": [0], "--dilation": [1]}
         i = 0
         while i < len(self.args):
             key, vals = self.args[i], []
@@ -40,11 +42,11 @@ class Case:
         def at(key, axis):
             v = opts[key]
             return v[axis] if axis < len(v) else v[-1]
-        axes = range(len(opts["--size"]))
         plane_in, plane_out = 1, 1
-        for a in axes:
+        for a in range(len(opts["--size"])):
             plane_in *= at("--size", a)
-            plane_out *= (at("--size", a) - 1) * at("--stride", a) + at("--kernel-size", a)
+            plane_out *= conv_transpose_out_size(*(at(k, a) for k in ("--size", "--kernel-size", "--stride", "--padding",
+                                                                       "--output-padding", "--dilation")))
         if len(opts["--size"]) == 1:  # one number is a square plane
             plane_in, plane_out = plane_in ** 2, plane_out ** 2
         batch = opts["--batch"][0]

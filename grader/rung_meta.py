@@ -15,12 +15,10 @@ grading reads the grader's own copy, never the submission's.
 """
 import json
 import os
-import re
+
+from .handout import stage_folders, track_rungs as track_rung_files
 
 KEYS = ("sass", "profile", "grader")
-STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
-TRACK_DIR = re.compile(r"^([a-z][a-z0-9]*)_[A-Za-z0-9_]+$")           # tracks/p38_spatial_softmax: track p38
-TRACK_RUNG_META = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)\.json$")        # its rungs/03_block_tree.json: p38-03
 
 
 class RungMetaError(ValueError):
@@ -47,14 +45,10 @@ def read(path):
 
 def stages(root):
     """{stage id: (folder, metadata)} of every stage folder under root/stages that has a rung.json."""
-    out = {}
-    base = os.path.join(root, "stages")
-    for folder in sorted(os.listdir(base)) if os.path.isdir(base) else ():
-        m = STAGE_DIR.match(folder)
-        path = os.path.join(base, folder, "rung.json")
-        if m and os.path.isfile(path):
-            out[m.group(1)] = (folder, read(path))
-    return out
+    if not os.path.isdir(os.path.join(root, "stages")):
+        return {}
+    return {sid: (folder, read(path)) for sid, folder in stage_folders(root).items()
+            if os.path.isfile(path := os.path.join(root, "stages", folder, "rung.json"))}
 
 
 def by_name(root, key):
@@ -63,17 +57,9 @@ def by_name(root, key):
 
 
 def track_rungs(root):
-    """{"TRACK-NN": metadata} of every track rung under root/tracks with a rungs/NN_name.json."""
-    out = {}
-    base = os.path.join(root, "tracks")
-    for folder in sorted(os.listdir(base)) if os.path.isdir(base) else ():
-        t, rungs = TRACK_DIR.match(folder), os.path.join(base, folder, "rungs")
-        if not t or not os.path.isdir(rungs):
-            continue
-        for name in sorted(os.listdir(rungs)):
-            if (m := TRACK_RUNG_META.match(name)):
-                out[f"{t.group(1)}-{m.group(1)}"] = read(os.path.join(rungs, name))
-    return out
+    """{"TRACK-NN": metadata} of every track rung under root/tracks with a NN_name.json beside its file."""
+    return {rung: read(meta) for rung, path in track_rung_files(root).items()
+            if os.path.isfile(meta := os.path.join(root, os.path.splitext(path)[0] + ".json"))}
 
 
 def with_rung_settings(config, root):

@@ -175,28 +175,23 @@ def large_case_turn(case):
         return
     gpu = re.sub(r"[^A-Za-z0-9,-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
     stem = os.path.join(tempfile.gettempdir(), f"ladder-grader-large-case-gpu-{gpu}-slot")
-    try:
-        files = [open(f"{stem}{i}.lock", "a") for i in range(LARGE_CASE_SLOTS)]
-    except OSError as e:  # another user's lock files: grade on, without turns, and say so
-        log(f"large cases run without turns: cannot open {stem}N.lock ({e})")
+    with contextlib.ExitStack() as files:  # closing a slot's file releases its lock
+        try:
+            slots = [files.enter_context(open(f"{stem}{i}.lock", "a")) for i in range(LARGE_CASE_SLOTS)]
+        except OSError as e:  # another user's lock files: grade on, without turns, and say so
+            log(f"large cases run without turns: cannot open {stem}N.lock ({e})")
+            slots = []
+        while slots and not any(_try_lock(f) for f in slots):
+            time.sleep(0.5)
         yield
-        return
+
+
+def _try_lock(f):
     try:
-        held = None
-        while held is None:
-            for f in files:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    held = f
-                    break
-                except BlockingIOError:
-                    continue
-            else:
-                time.sleep(0.5)
-        yield
-    finally:
-        for f in files:
-            f.close()  # closing releases the lock
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
 
 
 def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):

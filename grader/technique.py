@@ -549,11 +549,15 @@ def _resolve(value):
     return value
 
 
+def rules_of(sass):
+    """A rung.json's "sass" list as rule dicts, its "$NAME" patterns resolved."""
+    return [{k: _resolve(v) for k, v in r.items()} for r in sass]
+
+
 def stage_rules(root):
     """The stages' checks, by name, from each stage's rung.json ("sass"; grader/rung_meta.py).
     "needs_sm80": the idea exists only in sm_80+ code."""
-    return {name: [{k: _resolve(v) for k, v in r.items()} for r in rules]
-            for name, rules in rung_meta.by_name(root, "sass").items()}
+    return {name: rules_of(sass) for name, sass in rung_meta.by_name(root, "sass").items()}
 
 
 # Stages, by name: the grader's own tree's (ROOT) rung.json files.
@@ -562,8 +566,7 @@ STAGE_RULES = stage_rules(ROOT)
 
 # Track rungs, by id, from each rung's NN_name.json beside its file; each is checked on its own
 # object (grader/track.py).
-TRACK_RULES = {rung: [{k: _resolve(v) for k, v in r.items()} for r in meta["sass"]]
-               for rung, meta in rung_meta.track_rungs(ROOT).items() if "sass" in meta}
+TRACK_RULES = {rung: rules_of(meta["sass"]) for rung, meta in rung_meta.track_rungs(ROOT).items() if "sass" in meta}
 
 # ---- applying them ----------------------------------------------------------------------------
 

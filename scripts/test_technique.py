@@ -720,6 +720,8 @@ class RungMetaTest(unittest.TestCase):
         os.makedirs(os.path.join(self.tmp, "tracks", "p38_x", "rungs"))
         with open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree.json"), "w", encoding="utf-8") as f:
             f.write('{"sass": [], "grader": {"timing": {"args": ["--batch", "8"]}}}')
+        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree.cu"), "w").close()  # the rung it describes
+        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "04_lone.json"), "w").close()  # beside no rung: not read
         self.stage("02_atomics", '{"grader": {"timing": {"mode": "pool", "args": []}, "precision": "tf32"}}')
         config = rung_meta.with_rung_settings({"tracks": {"p38": {"about": "x"}}}, self.tmp)
         self.assertEqual(config["rungs"], {"02": {"timing": {"mode": "pool", "args": []}, "precision": "tf32"}})
