@@ -88,10 +88,11 @@ class Jail:
         env, fds, collect = loaded_libraries.audited(argv, self.inside("audit", os.path.basename(self.audit))) \
             if audited else ({}, (), None)
         try:
-            if not self.sandboxed:
-                return sandbox.run_group(argv, timeout, env={**student_env(), **env}, pass_fds=fds), io
-            box = self._box({io: "/grade/io"})
-            return box.run(argv, cwd="/grade/io", timeout=timeout, env=env, pass_fds=fds), io
+            with gpu_turn():
+                if not self.sandboxed:
+                    return sandbox.run_group(argv, timeout, env={**student_env(), **env}, pass_fds=fds), io
+                box = self._box({io: "/grade/io"})
+                return box.run(argv, cwd="/grade/io", timeout=timeout, env=env, pass_fds=fds), io
         finally:
             if collect:
                 found = loaded_libraries.check(collect(), program=argv[0],
@@ -184,6 +185,46 @@ def large_case_turn(case):
         while slots and not any(_try_lock(f) for f in slots):
             time.sleep(0.5)
         yield
+
+
+def _gpu_lock_stem():
+    gpu = re.sub(r"[^A-Za-z0-9,-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
+    return os.path.join(tempfile.gettempdir(), f"ladder-grader-gpu-{gpu}")
+
+
+_TIMING_TURN_HELD = False  # this process holds its GPU alone (a timing): its own runs take no turn
+
+
+@contextlib.contextmanager
+def gpu_turn(alone=False):
+    """A turn on this grading's GPU (CUDA_VISIBLE_DEVICES), shared by every grading on the
+    machine: every program run takes a shared turn, and a timing (alone=True) waits until it has
+    the GPU to itself, so a correct submission graded beside others is not timed against their
+    kernels. A turnstile keeps runs that arrive while a timing waits behind it (the timing is not
+    starved). The runs of a process that holds the GPU alone take no turn of their own. Waiting
+    does not count against a timeout; without lock files (another user's), runs go on without
+    turns and say so."""
+    global _TIMING_TURN_HELD
+    if _TIMING_TURN_HELD:
+        yield
+        return
+    stem = _gpu_lock_stem()
+    try:
+        turnstile, gpu = open(stem + ".turnstile", "a"), open(stem + ".lock", "a")
+    except OSError as e:
+        log(f"runs take no GPU turns: cannot open {stem}.lock ({e})")
+        yield
+        return
+    with turnstile, gpu:  # closing a file releases its lock
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(gpu, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        _TIMING_TURN_HELD = alone
+        try:
+            yield
+        finally:
+            _TIMING_TURN_HELD = False
 
 
 def _try_lock(f):
@@ -319,7 +360,8 @@ def timing(build, stage_id, mode, problem_args, reps, warmup, timeout):
         return [program, *problem_args, "--mode", mode, "--reps", str(reps), "--warmup", str(warmup), "-q",
                 "--json", os.path.join(io, "timing.json")]
     try:
-        p, io = jail.run(argv, timeout)
+        with gpu_turn(alone=True):
+            p, io = jail.run(argv, timeout)
     except subprocess.TimeoutExpired:
         return "error", {"error": f"timing took longer than {timeout:.0f} s"}
     if p.returncode == 77:

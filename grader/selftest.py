@@ -6,6 +6,7 @@ stubbed handout, which must score no correctness points and show the stubs' TODO
 which must lose the points its `loses:` line names:
   correctness  public or hidden points (a wrong result, or a sanitizer error that caps them);
   technique    the machine-code check fails (the previous rung's code handed in, a serial loop);
+               decided without a GPU, so these fixtures are graded without one;
   integrity    the compiled objects break a rule of grader/integrity.py (the CPU oracle or a
                library called, a symbol defined outside the rung's allow-list, a static
                constructor), which zeroes correctness; decided without a GPU;
@@ -285,7 +286,9 @@ def run_ladder(a, root, rungs, fixtures, only, work, record):
             sub = os.path.join(a.work, "fixtures", fx["name"].replace("/", "_"))
             apply_fixture(root, fx, declared[fx["rung"]], sub)
             timed = fx["loses"] == "performance"  # only these need the (slow) timing
-            parts, _meta, _ = graded(grade_args(a, sub, [fx["rung"]], work, skip_performance=not timed,
+            # A technique fixture's verdict is its machine code alone: its GPU runs would prove nothing.
+            static = a.skip_gpu or fx["loses"] == "technique"
+            parts, _meta, _ = graded(grade_args(a, sub, [fx["rung"]], work, skip_performance=not timed, skip_gpu=static,
                                                 fail_fast=not timed and fx["loses"] != "nothing"),
                                      [fx["rung"]], record, f"fixture {fx['name']}")
             ok, why = verdict(parts, fx["loses"], fx.get("rule"))

@@ -238,6 +238,12 @@ def timing(args, ctx, prog, t, number, perf_cfg, timing_cfg):
         progs.append(("reference", ref))
     run_args = [*timing_cfg.get("args", []), "--rungs", number, "--reps", str(perf_cfg["reps"]),
                 "--warmup", str(perf_cfg["warmup"])]
+    with runs.gpu_turn(alone=True):  # the GPU to itself: no other grading's runs beside the timing
+        return _timed_rounds(args, progs, run_args, number, rep, perf_cfg)
+
+
+def _timed_rounds(args, progs, run_args, number, rep, perf_cfg):
+    """timing's rounds, alternating the programs `progs` [(name, path)]."""
     ms, floors = {name: [] for name, _ in progs}, []
     for _ in range(int(perf_cfg.get("rounds", 3)) if len(progs) > 1 else 1):
         for name, prog in progs:

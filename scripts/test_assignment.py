@@ -479,6 +479,38 @@ class ProblemsTest(unittest.TestCase):
         self.assertEqual(ran, [True])
         self.assertIn("without turns", log.call_args[0][0])
 
+    def test_timing_has_the_gpu_alone(self):
+        """Runs share their GPU's turn; a timing waits for the GPU alone, and while it holds it
+        another grading's run cannot start (the turnstile holds it back too); the timing's own runs
+        take no second turn (no self-deadlock); another GPU's lock is separate."""
+        probe = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\n"
+                 "try:\n    fcntl.flock(f, (fcntl.LOCK_EX if sys.argv[2] == 'ex' else fcntl.LOCK_SH) | fcntl.LOCK_NB)\n"
+                 "except OSError:\n    sys.exit(3)\n")
+
+        def can(kind, gpu="5", what="lock"):
+            path = os.path.join(self.tmp, f"ladder-grader-gpu-{gpu}.{what}")
+            return subprocess.run([sys.executable, "-c", probe, path, kind]).returncode == 0
+        with mock.patch.dict(os.environ, {"CUDA_VISIBLE_DEVICES": "5"}), mock.patch.object(tempfile, "tempdir", self.tmp):
+            with runs.gpu_turn():
+                self.assertTrue(can("sh"))   # other gradings' runs go on beside a run
+                self.assertFalse(can("ex"))  # a timing waits for it
+                self.assertTrue(can("ex", what="turnstile"))  # and the run does not block the turnstile
+            with runs.gpu_turn(alone=True):
+                self.assertFalse(can("sh"))
+                self.assertFalse(can("ex", what="turnstile"))  # runs arriving now queue behind the timing
+                self.assertTrue(can("ex", gpu="6"))  # another GPU is not held
+                with runs.gpu_turn():  # the timing's own run: no second turn, no deadlock
+                    self.assertFalse(can("sh"))
+            self.assertTrue(can("ex"))
+            self.assertTrue(can("ex", what="turnstile"))
+        ran = []
+        with mock.patch.object(tempfile, "tempdir", os.path.join(self.tmp, "no", "such")), \
+                mock.patch.object(runs, "log") as log:
+            with runs.gpu_turn(alone=True):  # no lock files to be had: the run still happens, and says so
+                ran.append(True)
+        self.assertEqual(ran, [True])
+        self.assertIn("no GPU turns", log.call_args[0][0])
+
     def test_repository_lists(self):
         grader = os.path.join(ROOT, "grader")
         self.assertGreater(len(problems.load(os.path.join(grader, "public.problems"))), 0)
