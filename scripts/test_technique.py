@@ -735,6 +735,29 @@ class RungMetaTest(unittest.TestCase):
         for files in declared.values():
             self.assertFalse([f for f in files if f.endswith(".json")], files)
 
+
+class SassCounts(unittest.TestCase):
+    """tooling/results/sass_counts.py's counts, on hand-written code."""
+
+    def test_loads_before_the_first_add_are_counted_in_the_loop(self):
+        from tooling.results import sass_counts
+        fn = sass("LDG.E.128.CONSTANT R8, desc[UR6][R2.64]", "FADD R1, R1, R8",  # a peeled head: not the loop
+                  "IMAD.WIDE R2, R0, 0x4, R4", "LDG.E.128.CONSTANT R8, desc[UR6][R2.64]",
+                  "LDG.E.CONSTANT R7, desc[UR6][R2.64+0x10]", "LDG.E.128.CONSTANT R12, desc[UR6][R2.64+0x1000]",
+                  "FADD R1, R1, R8", "LDG.E.128.CONSTANT R16, desc[UR6][R2.64+0x2000]", "BRA 0x20", "EXIT")[0]
+        self.assertEqual(sass_counts.wide_loads_before_first_add(fn), 2)  # the scalar load is not counted
+        fn = sass("IMAD.WIDE R2, R0, 0x4, R4", "FADD R1, R1, R8", "BRA 0x0", "EXIT")[0]
+        with self.assertRaises(SystemExit):
+            sass_counts.wide_loads_before_first_add(fn)
+
+    def test_the_inner_loop_is_the_one_with_most_ffma(self):
+        from tooling.results import sass_counts
+        fn = sass("FFMA R1, R2, R3, R1", "@P0 BRA 0x0", "LDS R2, [R4]", "FFMA R1, R2, R3, R1", "FFMA R1, R2, R3, R1",
+                  "@P1 BRA 0x20", "EXIT")[0]
+        loop = sass_counts.inner_ffma_loop(fn)
+        self.assertEqual((loop.count(technique.FFMA), loop.count(technique.LDS), len(loop.body)), (2, 1, 4))
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--regenerate"]:
         regenerate()

@@ -391,7 +391,7 @@ MARKED = ("README.md", "stages/*/README.md", "stages/*/EXPERIMENTS.md", "tracks/
 # Short names for the committed runs the prose quotes most (a marker may also name any file).
 ALIASES = {"ladder": "results/ladder_h200.json", "v1": "results/ladder_v1_h200.json",
            "pool": "results/pool_only_h200.json", "torch": "results/pytorch_h200.json",
-           "torch_v1": "results/pytorch_small_h200.json"}
+           "torch_v1": "results/pytorch_small_h200.json", "sass": "results/sass_counts_sm90.txt"}
 _OPS = {"+", "-", "*", "/", "(", ")"}
 _FMTS = {"ms": lambda v: lr.fmt_ms(v), "x": lambda v: lr.fmt_ratio(v).rstrip("\u00d7"),
          "rate": lambda v: lr.fmt_rate(v)}
