@@ -1,5 +1,6 @@
 // The one C++ statement of a transposed convolution's output size, for problem 42's model and
-// the tracks' 3-D problems alike (the Python side's one is conv_pool_ladder.ops.conv_transpose_out_size).
+// the tracks' 3-D problems alike. The Python side's one is tooling/checks/compare_common.py's
+// conv_transpose_out_size; scripts/test_output_size.py checks both against each other and PyTorch.
 #pragma once
 
 #include <cstdint>

@@ -28,7 +28,6 @@ _LAZY = {
     "run_stage": "ops",
     "stage_forward": "ops",
     "stage_op": "ops",
-    "output_size": "ops",
     "Model": "models",
     "ModelNew": "models",
 }

@@ -61,11 +61,6 @@ def _seq(value):
     return (value,) if isinstance(value, int) else value  # run_stage's pybind signature takes lists
 
 
-def output_size(in_size: int, kernel: int, stride: int, padding: int, output_padding: int, dilation: int) -> int:
-    """PyTorch's ConvTranspose2d output size along one axis."""
-    return (in_size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
-
-
 def run_stage(stage, x, weight, conv_bias, bias, stride=1, padding=0, output_padding=0, dilation=1,
               groups=1, scale=10.0, pooled=None, y=None):
     """Runs GPU stage `stage` on torch's current stream.
