@@ -29,7 +29,7 @@ SHIP = [
     ".gitignore", "CMakeLists.txt", "LICENSE",
     "cmake/CheckDriver.cmake", "cmake/CudaArchitectures.cmake", "cmake/GitStamp.cmake",
     "cmake/Sanitize.cmake", "cmake/Stages.cmake", "cmake/WriteIfChanged.cmake",
-    "common/*.cpp", "common/*.hpp", "ladder/*.cpp", "ladder/*.hpp", "ladder/*.cu", "ladder/*.cuh",
+    "common/*.cpp", "common/*.hpp", "common/*.cuh", "ladder/*.cpp", "ladder/*.hpp", "ladder/*.cu", "ladder/*.cuh",
     "tests/CMakeLists.txt", "tests/*.cpp", "tests/*.hpp", "tests/sticky/*",
     "tests/mutants/sanitizer.problems",
     "scripts/assignment.py", "scripts/check_program.py", "scripts/check_rung_includes.sh",

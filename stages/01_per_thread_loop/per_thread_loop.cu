@@ -6,7 +6,7 @@
 #include "lib/bias_logsumexp_per_thread.cuh"
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/register_stage.hpp"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 
 namespace ladder {
 namespace {

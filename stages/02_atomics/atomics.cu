@@ -9,7 +9,7 @@
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/plane_sums.cuh"
 #include "lib/register_stage.hpp"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 #include "logsumexp.hpp"
 
 namespace ladder {

@@ -17,7 +17,7 @@
 #include "lib/conv_transpose_gather.cuh"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 #include "lib/warp_reduce.cuh"
 
 namespace ladder {

@@ -22,7 +22,7 @@
 #include "lib/conv_pool_general.cuh"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 #include "lib/warp_reduce.cuh"
 
 namespace ladder {

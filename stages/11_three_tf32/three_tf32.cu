@@ -20,7 +20,7 @@
 #include "lib/conv_pool_general.cuh"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 
 namespace ladder {
 namespace {

@@ -25,7 +25,7 @@
 #include "lib/bias_logsumexp_warp.cuh"
 #include "lib/register_stage.hpp"
 #include "lib/tap_window.cuh"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 #include "lib/warp_reduce.cuh"
 #include "stage.hpp"
 

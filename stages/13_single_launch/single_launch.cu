@@ -22,7 +22,7 @@
 #include "lib/chunk_sum.cuh"
 #include "lib/register_stage.hpp"
 #include "lib/tap_window.cuh"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 #include "lib/warp_reduce.cuh"
 #include "logsumexp.hpp"
 #include "stage.hpp"

@@ -4,7 +4,7 @@
 #include "cuda_check.hpp"
 #include "logsumexp.hpp"
 #include "stage.hpp"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "lib/aligned_split.cuh"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.

@@ -5,7 +5,7 @@
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
 #include "stage.hpp"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 
 namespace ladder {
 // Internal linkage: every stage that includes this header compiles its own copy of the kernel,

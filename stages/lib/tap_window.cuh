@@ -17,7 +17,7 @@
 #include "conv_params.hpp"
 #include "problem.hpp"
 #include "tap_range.hpp"
-#include "lib/todo.cuh"
+#include "todo.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.

@@ -8,6 +8,7 @@
 #include "../device/pool_conv.cuh"
 #include "../rung.hpp"
 #include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "todo.cuh"     // ladder_todo: the handout's stubs
 
 namespace ladder::p38 {
 namespace {
@@ -21,7 +22,7 @@ enum class Op { Max, Sum };
 template <Op op>
 __device__ float block_tree(float v, float* partial) {
   // BEGIN SOLUTION
-  // STUB: if (blockIdx.x == 0 && threadIdx.x == 0) printf("TODO(stage p38-03 block_tree): block_tree: combine v over the block (max for Op::Max, sum for Op::Sum) through partial (blockDim.x floats): store v, then halve level by level (sequential addressing, thread t adds t + stride, a barrier between levels); every thread returns partial[0], read before a last barrier\n");
+  // STUB: ladder_todo("block_tree: combine v over the block (max for Op::Max, sum for Op::Sum) through partial (blockDim.x floats): store v, then halve level by level (sequential addressing, thread t adds t + stride, a barrier between levels); every thread returns partial[0], read before a last barrier");
   // STUB: (void)partial;
   // STUB: return v;
   partial[threadIdx.x] = v;

@@ -9,6 +9,7 @@
 #include "../device/warp.cuh"
 #include "../rung.hpp"
 #include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "todo.cuh"     // ladder_todo: the handout's stubs
 
 namespace ladder::p38 {
 namespace {
@@ -25,7 +26,7 @@ __global__ void softmax_online(Geometry g, const float* __restrict__ scale, floa
   for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
     float* v = z + row * g.spatial;
     // BEGIN SOLUTION
-    // STUB: if (blockIdx.x == 0 && threadIdx.x == 0) printf("TODO(stage p38-04 online_softmax): softmax_online: one pass over the row v (g.spatial floats, thread t reads t, t + blockDim.x, ...) carrying a MaxSum (m, s): the largest value seen and the sum of exp(value - m), rescaled when m grows; merge the pairs across the warp (warp_merge), then across the warps through slots[32] and one barrier, into b, the row's (max, sum)\n");
+    // STUB: ladder_todo("softmax_online: one pass over the row v (g.spatial floats, thread t reads t, t + blockDim.x, ...) carrying a MaxSum (m, s): the largest value seen and the sum of exp(value - m), rescaled when m grows; merge the pairs across the warp (warp_merge), then across the warps through slots[32] and one barrier, into b, the row's (max, sum)");
     // STUB: const MaxSum b{0.f, 1.f};
     MaxSum t{-INFINITY, 0.f};
     for (int64_t i = threadIdx.x; i < g.spatial; i += blockDim.x) {

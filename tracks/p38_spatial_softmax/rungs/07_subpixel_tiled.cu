@@ -22,6 +22,7 @@
 #include "../device/fused.cuh"
 #include "../rung.hpp"
 #include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "todo.cuh"     // ladder_todo: the handout's stubs
 
 #ifndef P38_RUNG07_RECOMPUTE
 #define P38_RUNG07_RECOMPUTE 0  // 1: recompute the convolution instead of rescaling (rung 06's trade)
@@ -229,7 +230,7 @@ __global__ void rescale4(Geometry g, const float* __restrict__ factor, float4* _
 }
 __global__ void rescale1(Geometry g, const float* __restrict__ factor, float* __restrict__ out) {
   // BEGIN SOLUTION p38-05
-  // STUB: if (blockIdx.x == 0 && threadIdx.x == 0) printf("TODO(stage p38-05 fused_rescale): rescale1: rung 05's rescale\n");
+  // STUB: ladder_todo("rescale1: rung 05's rescale");
   // STUB: (void)g, (void)factor, (void)out;
   const int64_t total = g.rows * g.spatial;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
@@ -309,7 +310,7 @@ void run(const RungArgs& a) {
     }
   } else {
     // BEGIN SOLUTION p38-05
-    // STUB: throw std::logic_error("TODO(stage p38-05 fused_rescale): rung 07's gather path: rung 05's epilogue launch");
+    // STUB: ladder_todo("rung 07's gather path: rung 05's epilogue launch");
     conv_exp_partials<true><<<capped_grid(g.rows * parts), kFusedBlock, 0, a.stream>>>(
         g, pooled, a.in.weight, a.in.bias, g.clamp_hi, a.out, partials);
     CUDA_CHECK_LAUNCH("conv_exp_partials<write>");

@@ -14,6 +14,7 @@
 #include "common/toolkit/cuda_check.hpp"
 #include "geometry.hpp"
 #include "reduce.cuh"
+#include "todo.cuh"  // ladder_todo: the handout's stubs (labelled with the including rung)
 
 namespace ladder::p74 {
 
@@ -47,7 +48,7 @@ static __global__ void __launch_bounds__(kReduceBlock)
 static __global__ void channel_sums(Geometry g, const float2* __restrict__ partials, int chunks,
                                     float* __restrict__ grad_multiplier, float* __restrict__ grad_bias) {
   // BEGIN SOLUTION p74-08
-  // STUB: if (blockIdx.x == 0 && threadIdx.x == 0) printf("TODO(stage p74-08 two_level): channel_sums: block c sums channel c's g.batch * chunks partials, partials[(n * g.out_channels + c) * chunks + chunk], in an order fixed by the sizes alone (thread t takes entries t, t + blockDim.x, ..., then block_tree_sum through blockDim.x float2 of dynamic shared memory); thread 0 writes grad_multiplier[c] (.x) and grad_bias[c] (.y), no atomics\n");
+  // STUB: ladder_todo("channel_sums: block c sums channel c's g.batch * chunks partials, partials[(n * g.out_channels + c) * chunks + chunk], in an order fixed by the sizes alone (thread t takes entries t, t + blockDim.x, ..., then block_tree_sum through blockDim.x float2 of dynamic shared memory); thread 0 writes grad_multiplier[c] (.x) and grad_bias[c] (.y), no atomics");
   // STUB: (void)g, (void)partials, (void)chunks, (void)grad_multiplier, (void)grad_bias;
   extern __shared__ float2 tree[];
   const int c = blockIdx.x;

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include "todo.cuh"  // ladder_todo: the handout's stubs (labelled with the including rung)
+
 namespace ladder::p74 {
 
 __device__ __forceinline__ float2 plus(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
@@ -16,7 +18,7 @@ __device__ __forceinline__ float2 plus(float2 a, float2 b) { return make_float2(
 /// Every thread returns the block's sum.
 __device__ inline float2 block_tree_sum(float2 v, float2* partial) {
   // BEGIN SOLUTION p74-06
-  // STUB: if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) printf("TODO(stage p74-06 block_tree): block_tree_sum: sum v over the block through partial (blockDim.x float2): store v, then halve level by level (sequential addressing, thread t adds t + stride, a barrier between levels); every thread returns partial[0], read before a last barrier\n");
+  // STUB: ladder_todo("block_tree_sum: sum v over the block through partial (blockDim.x float2): store v, then halve level by level (sequential addressing, thread t adds t + stride, a barrier between levels); every thread returns partial[0], read before a last barrier");
   // STUB: (void)partial;
   // STUB: return v;
   partial[threadIdx.x] = v;
@@ -49,7 +51,7 @@ __device__ __forceinline__ float2 warp_sum_down(float2 v) {
 /// of 32, at most 1024. Thread 0 returns the block's sum (the others partial sums).
 __device__ inline float2 block_warp_sum(float2 v, float2* slots) {
   // BEGIN SOLUTION p74-07
-  // STUB: if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) printf("TODO(stage p74-07 warp_shuffle): block_warp_sum: sum each warp's values by warp_sum_down, lane 0 of each warp stores its sum in slots[warp], a barrier, then the first warp sums the slots (warp_sum_down again); thread 0 returns the block's sum (and a barrier before the slots are written, for the next call)\n");
+  // STUB: ladder_todo("block_warp_sum: sum each warp's values by warp_sum_down, lane 0 of each warp stores its sum in slots[warp], a barrier, then the first warp sums the slots (warp_sum_down again); thread 0 returns the block's sum (and a barrier before the slots are written, for the next call)");
   // STUB: (void)slots;
   // STUB: return v;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
