@@ -2,7 +2,8 @@
 #   common/toolkit/  includes only itself (and system headers): it knows no problem;
 #   common/model/    includes the toolkit and itself;
 #   ladder/          includes common/ and itself, never a stage folder (the registry is generated);
-#   tracks/<t>/      never include a stage folder or problem 42's model.
+#   tracks/<t>/      never include a stage folder, problem 42's model or another track;
+#   tracks/shared/   what the tracks share: includes the toolkit and itself, no track.
 # An include is matched by its file name against the files of the folders it may not reach.
 # Run: cmake -DROOT=<repo> -P cmake/CheckLayers.cmake   (fails naming every offending line)
 cmake_minimum_required(VERSION 3.24)
@@ -51,6 +52,16 @@ check(ladder "${stage_lib}" "${a_stage}" "ladder may not include it")
 # A track's own problem.hpp and oracle.hpp share names with the model's: a track reaches the model
 # only through "common/model/..." (its include path has the repository root, not the model).
 check(tracks "" "^common/model/|^stages/|${a_stage}" "a track may not include problem 42's model or a stage")
+# What two tracks share lives in tracks/shared/, which includes no track; a track includes
+# tracks/shared/, never another track's folder ("pNN_topic/...").
+check(tracks/shared "" "(^|/)p[0-9]+_[A-Za-z0-9_]+/" "tracks/shared may not include a track")
+file(GLOB track_dirs LIST_DIRECTORIES true ${ROOT}/tracks/p[0-9]*_*)
+foreach(dir IN LISTS track_dirs)
+  if(IS_DIRECTORY ${dir})
+    get_filename_component(track ${dir} NAME)
+    check(tracks/${track} "" "(^|/)p[0-9]+_[A-Za-z0-9_]+/" "a track may not include another track: share through tracks/shared/")
+  endif()
+endforeach()
 
 if(failures)
   list(JOIN failures "\n  " text)

@@ -218,6 +218,8 @@ def plan(root, rungs, stub_needed=False):
     libs = lib_closure(root, sources) + ["stages/lib/README.md"]
     track_files = [f for t in tracks + needed_tracks(root, tracks) for f in files
                    if f.startswith(f"tracks/{track_folders(root)[t]}/")]
+    if tracks:  # what the tracks share (tracks/shared/), read-only like common/
+        track_files += [f for f in files if f.startswith("tracks/shared/")]
     if tracks:  # the track's public problem lists (track_config.track_settings)
         with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
             config = json.load(f)

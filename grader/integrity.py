@@ -191,6 +191,8 @@ LIBRARY_ALLOWED = [
     r"ladder::p38::(Problem38(::\w+)?|Triple::str|to_string|checked_mul|conv_transpose_out_size|validate_conv_transpose3d|"
     r"pool_out_size|make_geometry|pool_divisor|clamp_lo|clamp_hi|clamp_value|taps_per_position)",
     r"ladder::p74::(Problem74(::\w+)?|max_pool_out_size|make_geometry|grid_for|kernelbench_family_mismatch|slope)",
+    r"ladder::tracks::(Triple::str|to_string|checked_mul|conv_transpose_out_size|validate_conv_transpose3d|"
+    r"InvalidProblem(::\w+)?)",  # tracks/shared (its Agreement and compare are a checker: rule 1)
 ]
 OUTSIDE_IMPORTS = "outside the rung's import allow-list"
 

@@ -266,16 +266,16 @@ class BuildSources(unittest.TestCase):
         self.assertIn("p74_call.cpp", base)
         self.assertNotIn("p38_call.cpp", base)
         self.assertEqual(len(base), len(set(base)), "object files are named after the sources' base names")
-        # the problem-38 host code p74 links (CMake's p38_host), not the p38 rungs
-        self.assertTrue({"p38__problem.cpp", "p38__oracle.cpp", "p38__tolerance.cpp", "p38__rows.cpp"} <= set(base))
-        self.assertFalse([n for n in base if n.startswith("p38_rungs") or n == "p38__registry.cpp"])
+        # what the tracks share (CMake's tracks_shared), and nothing of problem 38's track
+        self.assertTrue({"tracks_shared__geometry3d.cpp", "tracks_shared__agreement.cpp"} <= set(base))
+        self.assertFalse([n for n in base if n.startswith("p38")])
         self.assertIn("p74__problem.cpp", base)
         self.assertIn("p74_device__geometry.cpp", base)
         self.assertIn("p74_rungs__00_cpu_reference.cpp", base)
         wrapper = (self.tmp / "build" / "src" / "p74_device__geometry.cpp").read_text()
         self.assertIn(f'#include "{track / "device" / "geometry.cpp"}"', wrapper)
         both = [Path(s).name for s in self.b.wrapper_sources([], self.tmp / "both", with_p38=True, with_p74=True)]
-        self.assertEqual(len(both), len(set(both)), "p38's host code once, with both tracks")
+        self.assertEqual(len(both), len(set(both)), "tracks/shared once, with both tracks")
         self.assertTrue({"p38_call.cpp", "p74_call.cpp", "p38__registry.cpp", "p74__registry.cpp"} <= set(both))
 
     def test_without_the_track(self):
@@ -292,14 +292,16 @@ class BuildSources(unittest.TestCase):
 
     @unittest.skipUnless((REPO / "tracks" / "p74_backward" / "problem.cpp").is_file(), "no p74 track here")
     def test_p74_without_p38(self):
-        root = self.tmp / "only74"  # the p74 track needs the p38 one (p74_host links p38_host)
+        root = self.tmp / "only74"  # the p74 track builds without the p38 one: it needs tracks/shared only
         (root / "tracks").mkdir(parents=True)
         for d in ("stages", "cmake", "common"):
             (root / d).symlink_to(REPO / d, target_is_directory=True)
-        (root / "tracks" / "p74_backward").symlink_to(REPO / "tracks" / "p74_backward", target_is_directory=True)
-        self.assertIsNone(self.b.p74_track_dir(root))
-        with self.assertRaisesRegex(RuntimeError, "p38_spatial_softmax"):
-            self.b.wrapper_sources([], self.tmp / "build", root, with_p74=True)
+        for d in ("p74_backward", "shared"):
+            (root / "tracks" / d).symlink_to(REPO / "tracks" / d, target_is_directory=True)
+        self.assertIsNotNone(self.b.p74_track_dir(root))
+        base = [Path(s).name for s in self.b.wrapper_sources([], self.tmp / "build", root, with_p74=True)]
+        self.assertIn("tracks_shared__geometry3d.cpp", base)
+        self.assertFalse([n for n in base if n.startswith("p38")])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// The tracks' command-line helpers (tracks/p38_spatial_softmax/cli.hpp, shared by p38_ladder and
+// The tracks' command-line helpers (tracks/shared/cli.hpp, shared by p38_ladder and
 // p74_ladder), checked without a GPU: a rung named twice, a negative seed or bound.
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "p38_spatial_softmax/cli.hpp"
+#include "shared/cli.hpp"
 
-namespace ladder::p38 {
+namespace ladder::tracks {
 namespace {
 
 struct FakeRung {
@@ -61,4 +61,4 @@ TEST(TrackCli, NegativeSeedAndBoundAreOptionErrors) {
 }
 
 }  // namespace
-}  // namespace ladder::p38
+}  // namespace ladder::tracks

@@ -33,12 +33,12 @@ What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmak
     (common/model/ has a problem.hpp too: p38_call.cpp includes "p38_spatial_softmax/rung.hpp").
   - with_p74=True (python/conv_pool_ladder/p74.py asks for it), problem 74, the third track, the
     same way: its host code (tracks/p74_backward/: problem, oracle, tolerance), registry,
-    device/geometry.cpp and all its rungs (rung 00 included), plus the problem-38 host code it
-    reuses (problem, oracle, tolerance, rows: CMake's p38_host, which p74_host links; once only
-    when with_p38 is given too), and the operators of csrc/p74_call.cpp. Not runner.cu or
-    main.cpp. A module of its own (conv_pool_ladder_p74, or <stage set>[_p38]_p74). Where the
-    checkout has no tracks/p74_backward/problem.cpp (or no problem-38 track, which it needs)
-    with_p74 raises, and csrc/p74_call.cpp is never compiled. Include path as with_p38;
+    device/geometry.cpp and all its rungs (rung 00 included), and the operators of
+    csrc/p74_call.cpp. Not runner.cu or main.cpp. A module of its own (conv_pool_ladder_p74, or
+    <stage set>[_p38]_p74). Where the checkout has no tracks/p74_backward/problem.cpp with_p74
+    raises, and csrc/p74_call.cpp is never compiled.
+  - with either track, what the tracks share (tracks/shared/: geometry3d.cpp, agreement.cpp;
+    CMake's tracks_shared), once. Include path as with_p38;
     p74_call.cpp includes "p74_backward/rung.hpp".
 Flags: -O3, -std=c++17 (c++20 from torch 2.12 on, whose headers need it; LADDER_CXX_STD overrides),
 code for the local GPU's architecture only (torch.cuda.get_device_capability, sm_90 where none
@@ -87,6 +87,7 @@ P38_CALL = "p38_call.cpp"  # csrc/ file compiled only with the problem-38 track
 P74_CALL = "p74_call.cpp"  # csrc/ file compiled only with the problem-74 track
 P38_HOST = ("problem.cpp", "oracle.cpp", "tolerance.cpp", "rows.cpp")  # CMake's p38_host
 P74_HOST = ("problem.cpp", "oracle.cpp", "tolerance.cpp")  # problem 74's host code
+TRACKS_SHARED = ("geometry3d.cpp", "agreement.cpp")  # tracks/shared/: CMake's tracks_shared
 
 
 def p38_track_dir(root: Path = REPO_ROOT):
@@ -114,16 +115,21 @@ def p38_sources(root: Path = REPO_ROOT) -> list:
 
 
 def p74_track_dir(root: Path = REPO_ROOT):
-    """tracks/p74_backward of this checkout, or None where it (or the problem-38 track it builds
-    on) is absent."""
+    """tracks/p74_backward of this checkout, or None where it is absent."""
     d = root / "tracks" / "p74_backward"
-    return d if (d / "problem.cpp").is_file() and p38_track_dir(root) is not None else None
+    return d if (d / "problem.cpp").is_file() else None
+
+
+def shared_sources(root: Path = REPO_ROOT) -> list:
+    """What the tracks share (tracks/shared/), compiled once with either track; [] where absent."""
+    d = root / "tracks" / "shared"
+    return [d / f for f in TRACKS_SHARED] if (d / TRACKS_SHARED[0]).is_file() else []
 
 
 def p74_sources(root: Path = REPO_ROOT) -> list:
     """The problem-74 track's sources the extension compiles, [] without the track: host code,
-    registry, device/geometry.cpp, every rung (.cu and .cpp), sorted. The problem-38 host code it
-    needs comes from p38_host_sources."""
+    registry, device/geometry.cpp, every rung (.cu and .cpp), sorted. What it shares with problem
+    38 comes from shared_sources."""
     return _track_sources(p74_track_dir(root), P74_HOST + ("registry.cpp",))
 
 
@@ -140,11 +146,6 @@ def track_rung_definitions(track_dir: Path, namespace: str, out_dir: Path, root:
             _id, file, _name, definitions = line.split("\t")
             defs[track_dir / "rungs" / file] = tuple(definitions.split(";"))
     return defs, registry
-
-
-def p38_host_sources(root: Path = REPO_ROOT) -> list:
-    """The problem-38 host code (CMake's p38_host) that the problem-74 track links; [] without it."""
-    return _track_sources(p38_track_dir(root), P38_HOST, rungs=False)
 
 
 @dataclass(frozen=True)
@@ -285,8 +286,8 @@ def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT, with_p38: b
     """Writes the registry and one #include wrapper per project source; returns the sources
     to compile (csrc/ first, binding.cpp at its head). with_p38: problem 38's track and
     csrc/p38_call.cpp too (RuntimeError where the checkout has no track). with_p74: problem 74's
-    track, the problem-38 host code it needs and csrc/p74_call.cpp (RuntimeError where the
-    checkout lacks either track)."""
+    track and csrc/p74_call.cpp (RuntimeError where the checkout lacks it). Either adds
+    tracks/shared/ once."""
     src_dir = build_dir / "src"
     src_dir.mkdir(parents=True, exist_ok=True)
     track = p38_track_dir(root)
@@ -295,10 +296,8 @@ def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT, with_p38: b
                            "has no problem.cpp): no p38 operators can be built")
     track74 = p74_track_dir(root)
     if with_p74 and track74 is None:
-        missing = root / "tracks" / ("p74_backward" if track is not None else "p38_spatial_softmax")
-        raise RuntimeError(f"problem 74's track is not in this checkout ({missing} has no problem.cpp; the "
-                           "problem-74 track needs tracks/p74_backward and tracks/p38_spatial_softmax): no p74 "
-                           "operators can be built")
+        raise RuntimeError(f"problem 74's track is not in this checkout ({root / 'tracks' / 'p74_backward'} "
+                           "has no problem.cpp): no p74 operators can be built")
     skip = {"binding.cpp"} | (set() if with_p38 else {P38_CALL}) | (set() if with_p74 else {P74_CALL})
     sources = [str(CSRC / "binding.cpp")] + [str(p) for p in sorted(CSRC.glob("*.cpp")) if p.name not in skip]
 
@@ -320,8 +319,9 @@ def wrapper_sources(stages, build_dir: Path, root: Path = REPO_ROOT, with_p38: b
             defs, registry = track_rung_definitions(track_dir, namespace, src_dir, root)
             rung_defs.update(defs)
             sources.append(str(registry))
-    p38_files = p38_sources(root) if with_p38 else p38_host_sources(root) if with_p74 else []
-    for p in p38_files:  # p38_<folder>__<name>: not common's problem.cpp
+    for p in shared_sources(root) if with_p38 or with_p74 else []:  # tracks_shared__<name>
+        wrap("tracks_shared", p)
+    for p in p38_sources(root) if with_p38 else []:  # p38_<folder>__<name>: not common's problem.cpp
         wrap("p38" + "".join(f"_{part}" for part in p.relative_to(track).parent.parts), p, rung_defs.get(p, ()))
     for p in p74_sources(root) if with_p74 else []:  # p74_<folder>__<name>
         wrap("p74" + "".join(f"_{part}" for part in p.relative_to(track74).parent.parts), p, rung_defs.get(p, ()))

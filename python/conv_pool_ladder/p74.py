@@ -103,7 +103,7 @@ class Model(nn.Module):
 # ---- the extension's operators ----------------------------------------------------------------------
 
 def _track_missing() -> RuntimeError:
-    return RuntimeError("problem 74's track (tracks/p74_backward, with tracks/p38_spatial_softmax) is not in this "
+    return RuntimeError("problem 74's track (tracks/p74_backward, with tracks/shared) is not in this "
                         "checkout, so the extension has no p74 operators; Model works without it, ModelNew does not")
 
 

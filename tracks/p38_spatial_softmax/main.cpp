@@ -4,16 +4,16 @@
 #include <iostream>
 #include <limits>
 
-#include "cli.hpp"
+#include "shared/cli.hpp"
 #include "rung_lookup.hpp"  // common/toolkit/
 #include "provenance_report.hpp"  // ladder/
 #include "runner.hpp"
 
 namespace p38 = ladder::p38;
 
-using ladder::p38::add_triple;
-using ladder::p38::at_least;
-using ladder::p38::not_negative;
+using ladder::tracks::add_triple;
+using ladder::tracks::at_least;
+using ladder::tracks::not_negative;
 
 int main(int argc, char** argv) {
   p38::Problem38 p = p38::Problem38::kernelbench();
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   opt.progress = !quiet;
   try {
     p.distribution = p38::distribution_from_string(distribution);
-    ladder::p38::reject_repeated_rungs(opt.rung_ids, p38::find_rung);
+    ladder::tracks::reject_repeated_rungs(opt.rung_ids, p38::find_rung);
     if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
     const p38::TrackReport report = p38::run_track(p, opt);
     std::cout << p38::format_table(report);

@@ -11,31 +11,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "shared/geometry3d.hpp"  // Triple, ConvTranspose3dParams, InvalidProblem, Distribution
+
 namespace ladder::p38 {
 
-/// A (depth, height, width) triple, as PyTorch accepts for every 3-D spatial parameter.
-struct Triple {
-  int64_t d = 0;
-  int64_t h = 0;
-  int64_t w = 0;
-  static Triple cube(int64_t v) { return {v, v, v}; }
-  bool operator==(const Triple& o) const { return d == o.d && h == o.h && w == o.w; }
-  bool operator!=(const Triple& o) const { return !(*this == o); }
-  int64_t operator[](int axis) const { return axis == 0 ? d : axis == 1 ? h : w; }
-  std::string str() const;  ///< "(d, h, w)"
-};
-
-/// How x is drawn (oracle.hpp): U[0,1) as torch.rand, or small integers on which every fp32 sum
-/// the pool and the convolution form is exact.
-enum class Distribution { Uniform, Exact };
-const char* to_string(Distribution d);
-/// Parses "uniform" or "exact"; throws InvalidProblem otherwise.
-Distribution distribution_from_string(const std::string& s);
-
-/// Thrown for parameter sets PyTorch would reject; the message names the parameter and value.
-class InvalidProblem : public std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
+using tracks::checked_mul;
+using tracks::conv_transpose_out_size;
+using tracks::ConvTranspose3dParams;
+using tracks::Distribution;
+using tracks::distribution_from_string;
+using tracks::InvalidProblem;
+using tracks::to_string;
+using tracks::Triple;
+using tracks::validate_conv_transpose3d;
 
 /// torch.nn.AvgPool3d(kernel_size, stride=None, padding=0, ceil_mode=False,
 /// count_include_pad=True); divisor_override is not part of the model (always None).
@@ -46,17 +34,6 @@ struct AvgPool3dParams {
   bool ceil_mode = false;
   bool count_include_pad = true;
   Triple effective_stride() const { return stride.value_or(kernel_size); }
-};
-
-/// torch.nn.ConvTranspose3d's parameters besides the channel counts (bias=True, padding_mode
-/// 'zeros', the only mode ConvTranspose3d supports).
-struct ConvTranspose3dParams {
-  Triple kernel_size = Triple::cube(3);
-  Triple stride = Triple::cube(2);
-  Triple padding = Triple::cube(1);
-  Triple output_padding = Triple::cube(1);
-  Triple dilation = Triple::cube(1);
-  int64_t groups = 1;
 };
 
 /// Sizes and parameters. Tensors (fp32, contiguous, NCDHW):
@@ -125,20 +102,5 @@ struct Problem38 {
 /// inside the input or the left padding, else it is dropped ((out - 1)*stride >= in + padding).
 /// Throws InvalidProblem on int64 overflow. May return <= 0 for invalid parameters.
 int64_t pool_out_size(int64_t in, int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode);
-
-/// PyTorch's ConvTranspose3d output size (ConvTranspose3d page, "Shape"):
-/// (in - 1)*stride - 2*padding + dilation*(kernel_size - 1) + output_padding + 1.
-/// Throws InvalidProblem on int64 overflow. May return <= 0 for invalid parameters.
-int64_t conv_transpose_out_size(int64_t in, int64_t kernel_size, int64_t stride, int64_t padding,
-                                int64_t output_padding, int64_t dilation);
-
-/// ConvTranspose3d's rules on its own parameters and channel counts (positive groups dividing
-/// both channel counts, positive kernel_size, stride and dilation, non-negative padding,
-/// output_padding smaller than stride or dilation per axis); throws InvalidProblem naming the
-/// parameter. The output size is checked by the caller, which knows the input size.
-void validate_conv_transpose3d(const ConvTranspose3dParams& conv, int64_t in_channels, int64_t out_channels);
-
-/// a*b, throwing InvalidProblem naming `what` when it overflows int64.
-int64_t checked_mul(int64_t a, int64_t b, const char* what);
 
 }  // namespace ladder::p38

@@ -4,16 +4,16 @@
 #include <iostream>
 #include <limits>
 
-#include "p38_spatial_softmax/cli.hpp"
+#include "shared/cli.hpp"
 #include "rung_lookup.hpp"  // common/toolkit/
 #include "provenance_report.hpp"  // ladder/
 #include "runner.hpp"
 
 namespace p74 = ladder::p74;
 
-using ladder::p38::add_triple;
-using ladder::p38::at_least;
-using ladder::p38::not_negative;
+using ladder::tracks::add_triple;
+using ladder::tracks::at_least;
+using ladder::tracks::not_negative;
 
 int main(int argc, char** argv) {
   p74::Problem74 p = p74::Problem74::kernelbench();
@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
   opt.progress = !quiet;
   p74::TrackReport report;
   try {
-    p.distribution = ladder::p38::distribution_from_string(distribution);
-    ladder::p38::reject_repeated_rungs(opt.rung_ids, p74::find_rung);
+    p.distribution = ladder::tracks::distribution_from_string(distribution);
+    ladder::tracks::reject_repeated_rungs(opt.rung_ids, p74::find_rung);
     if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
     report = p74::run_track(p, opt);
   } catch (const std::exception& e) {

@@ -15,12 +15,9 @@ int64_t checked_add(int64_t a, int64_t b, const char* what) {
   return r;
 }
 
-bool any_non_positive(const Triple& t) { return t.d <= 0 || t.h <= 0 || t.w <= 0; }
-bool any_negative(const Triple& t) { return t.d < 0 || t.h < 0 || t.w < 0; }
-
-void require(bool ok, const std::string& name, const Triple& v, const std::string& rule) {
-  if (!ok) reject(name + " " + v.str() + ": " + rule);
-}
+bool any_non_positive(const Triple& t) { return tracks::any_of(t, tracks::non_positive); }
+bool any_negative(const Triple& t) { return tracks::any_of(t, tracks::negative); }
+using tracks::require;  // the shared parameter checks (tracks/shared/geometry3d.hpp)
 
 int64_t volume(const Triple& t, const char* what) { return checked_mul(checked_mul(t.d, t.h, what), t.w, what); }
 
@@ -61,8 +58,8 @@ void Problem74::validate() const {
   if (in_channels <= 0) reject("in_channels must be positive, got " + std::to_string(in_channels));
   require(!any_non_positive(in_size), "in_size", in_size, "every spatial size of x must be positive");
 
-  // ConvTranspose3d: the module's and ATen's rules (p38 shares them), then a positive output.
-  p38::validate_conv_transpose3d(conv, in_channels, out_channels);
+  // ConvTranspose3d: the module's and ATen's rules (tracks/shared), then a positive output.
+  tracks::validate_conv_transpose3d(conv, in_channels, out_channels);
   const Triple cs = conv_size();
   require(!any_non_positive(cs), "ConvTranspose3d output size", cs,
           "output size is too small (in_size " + in_size.str() + ", conv.padding " + conv.padding.str() + ")");
@@ -100,7 +97,7 @@ void Problem74::validate() const {
 
 Triple Problem74::conv_size() const {
   auto f = [&](int a) {
-    return p38::conv_transpose_out_size(in_size[a], conv.kernel_size[a], conv.stride[a], conv.padding[a],
+    return tracks::conv_transpose_out_size(in_size[a], conv.kernel_size[a], conv.stride[a], conv.padding[a],
                                         conv.output_padding[a], conv.dilation[a]);
   };
   return {f(0), f(1), f(2)};
@@ -155,7 +152,7 @@ std::string Problem74::describe() const {
     << ") | * multiplier | LeakyReLU | MaxPool3d(kernel_size=" << pool.kernel_size.str()
     << " stride=" << (pool.stride ? pool.stride->str() : std::string("None")) << " padding=" << pool.padding.str()
     << " dilation=" << pool.dilation.str() << " ceil_mode=" << (pool.ceil_mode ? "True" : "False")
-    << ") | inputs~" << p38::to_string(distribution) << " seed=" << seed;
+    << ") | inputs~" << tracks::to_string(distribution) << " seed=" << seed;
   return s.str();
 }
 

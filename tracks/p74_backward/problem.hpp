@@ -10,15 +10,15 @@
 #include <optional>
 #include <string>
 
-#include "p38_spatial_softmax/problem.hpp"  // Triple, ConvTranspose3dParams, InvalidProblem, Distribution
+#include "shared/geometry3d.hpp"  // Triple, ConvTranspose3dParams, InvalidProblem, Distribution
 
 namespace ladder::p74 {
 
-using p38::checked_mul;
-using p38::ConvTranspose3dParams;
-using p38::Distribution;
-using p38::InvalidProblem;
-using p38::Triple;
+using tracks::checked_mul;
+using tracks::ConvTranspose3dParams;
+using tracks::Distribution;
+using tracks::InvalidProblem;
+using tracks::Triple;
 
 /// torch.nn.MaxPool3d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
 /// ceil_mode=False). Padding counts as -inf: a padded position never wins.
@@ -64,7 +64,7 @@ struct Problem74 {
   /// position of its input (PyTorch would output -inf for a window of padding alone).
   void validate() const;
 
-  Triple conv_size() const;  ///< ConvTranspose3d output size per axis (p38::conv_transpose_out_size)
+  Triple conv_size() const;  ///< ConvTranspose3d output size per axis (tracks::conv_transpose_out_size)
   Triple out_size() const;   ///< MaxPool3d output size per axis (max_pool_out_size)
 
   int64_t in_per_group() const { return in_channels / conv.groups; }

@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "oracle.hpp"
-#include "p38_spatial_softmax/tolerance.hpp"  // Agreement, compare
+#include "shared/agreement.hpp"  // Agreement, compare
 #include "problem.hpp"
 
 namespace ladder::p74 {
 
-using p38::Agreement;
-using p38::compare;
+using tracks::Agreement;
+using tracks::compare;
 
 struct ForwardTolerance {
   std::vector<double> y;    ///< e_y per conv-sized element

@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <string>
 
-#include "p38_spatial_softmax/problem.hpp"  // Triple (p74 uses the same type)
+#include "shared/geometry3d.hpp"  // Triple, both tracks' type
 
 namespace cpl::track {
 
 /// A (depth, height, width) parameter; ValueError naming it unless it has three values.
-inline ladder::p38::Triple to_triple(const char* name, c10::IntArrayRef v) {
+inline ladder::tracks::Triple to_triple(const char* name, c10::IntArrayRef v) {
   TORCH_CHECK_VALUE(v.size() == 3, name, " must have three values (depth, height, width), got ", v.size(),
                     " values: ", v);
   return {v[0], v[1], v[2]};

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "problem.hpp"  // Triple
 #include "cli_validators.hpp"  // at_least, not_negative
+#include "geometry3d.hpp"      // Triple
 
-namespace ladder::p38 {
+namespace ladder::tracks {
 
 // The option validators are the ladder's own (common/toolkit/cli_validators.hpp).
 using ladder::at_least;
@@ -48,4 +48,4 @@ inline CLI::Option* add_triple(CLI::App& app, const std::string& name, Triple& t
       ->type_name("N [N N]");
 }
 
-}  // namespace ladder::p38
+}  // namespace ladder::tracks
