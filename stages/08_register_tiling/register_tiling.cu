@@ -21,6 +21,7 @@
 #include "device.hpp"
 #include "lib/conv_pool_general.cuh"
 #include "lib/fused_partials.cuh"
+#include "lib/kernel_width.cuh"  // ceil_div, with_kernel_width
 #include "lib/register_stage.hpp"
 #include "todo.cuh"
 #include "lib/warp_reduce.cuh"
@@ -249,8 +250,6 @@ struct Plan {
   FusedGrid g{};
 };
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 Plan make_plan(const Problem& pr) {
   pr.validate();
   Plan q;
@@ -290,14 +289,7 @@ size_t shared_memory_bytes(const Problem& p) { return make_plan(p).smem_bytes; }
 /// Calls f(kernel) with the tiled kernel for q.kernel_w (1..kMaxKernelW).
 template <typename F>
 void with_tiled_kernel(const Plan& q, F&& f) {
-  switch (q.kernel_w) {
-    case 1: f(conv_pool_register_tile<1>); break;
-    case 2: f(conv_pool_register_tile<2>); break;
-    case 3: f(conv_pool_register_tile<3>); break;
-    case 4: f(conv_pool_register_tile<4>); break;
-    case 5: f(conv_pool_register_tile<5>); break;
-    default: throw std::logic_error("stage 08: no tiled kernel for kernel_w " + std::to_string(q.kernel_w));
-  }
+  with_kernel_width(q.kernel_w, [&](auto w) { f(conv_pool_register_tile<decltype(w)::value>); });
 }
 
 /// The descriptor's prepare hook, called once per problem before any run: above 48 KB of

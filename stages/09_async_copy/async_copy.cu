@@ -20,7 +20,9 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "lib/conv_pool_general.cuh"
+#include "lib/cp_async.cuh"  // cp_async_f32, cp_async_commit, cp_async_wait
 #include "lib/fused_partials.cuh"
+#include "lib/kernel_width.cuh"  // ceil_div, with_kernel_width
 #include "lib/register_stage.hpp"
 #include "todo.cuh"
 #include "lib/warp_reduce.cuh"
@@ -67,41 +69,6 @@ struct TiledArgs {
   int ci_chunk;    ///< input channels per pipeline step
   int patch_rows;  ///< kTileRows + (kernel_h - 1) * dilation_h
 };
-
-// cp.async exists from sm_80 on. LADDER_NO_CP_ASYNC takes the fallback on any GPU: a test builds
-// the stage so, to run on a newer GPU the path that an sm_75 build takes.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(LADDER_NO_CP_ASYNC)
-#define LADDER_HAS_CP_ASYNC 1
-#else
-#define LADDER_HAS_CP_ASYNC 0
-#endif
-
-/// 4-byte asynchronous global -> shared copy (sm_80+); src_valid false writes 0.0f without
-/// reading global memory, which is how the zero padding of the input patch is filled. Below
-/// sm_80, a plain copy.
-__device__ inline void cp_async_f32(float* smem_dst, const float* gmem_src, bool src_valid) {
-#if LADDER_HAS_CP_ASYNC
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src),
-               "r"(src_valid ? 4 : 0)
-               : "memory");
-#else
-  *smem_dst = src_valid ? *gmem_src : 0.0f;
-#endif
-}
-/// Closes this thread's group of copies issued since the last commit.
-__device__ inline void cp_async_commit() {
-#if LADDER_HAS_CP_ASYNC
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-/// Waits until at most `kPending` of this thread's committed copy groups are still in flight.
-template <int kPending>
-__device__ inline void cp_async_wait() {
-#if LADDER_HAS_CP_ASYNC
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
 
 /// partials[n, part, co] = sum of the convT outputs (without conv bias) of 16x16 tiles
 /// [part_begin(part), part_begin(part + 1)) of plane (n, co), for the block's 64 channels.
@@ -293,8 +260,6 @@ struct Plan {
   FusedGrid g{};
 };
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 Plan make_plan(const Problem& pr) {
   pr.validate();
   Plan q;
@@ -334,14 +299,7 @@ size_t shared_memory_bytes(const Problem& p) { return make_plan(p).smem_bytes; }
 /// Calls f(kernel) with the tiled kernel for q.kernel_w (1..kMaxKernelW).
 template <typename F>
 void with_tiled_kernel(const Plan& q, F&& f) {
-  switch (q.kernel_w) {
-    case 1: f(conv_pool_async_copy<1>); break;
-    case 2: f(conv_pool_async_copy<2>); break;
-    case 3: f(conv_pool_async_copy<3>); break;
-    case 4: f(conv_pool_async_copy<4>); break;
-    case 5: f(conv_pool_async_copy<5>); break;
-    default: throw std::logic_error("stage 09: no tiled kernel for kernel_w " + std::to_string(q.kernel_w));
-  }
+  with_kernel_width(q.kernel_w, [&](auto w) { f(conv_pool_async_copy<decltype(w)::value>); });
 }
 
 /// The descriptor's prepare hook, called once per problem before any run: above 48 KB of

@@ -17,8 +17,8 @@
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
 #include "device.hpp"
-#include "lib/conv_pool_general.cuh"
 #include "lib/fused_partials.cuh"
+#include "lib/mma_tile.cuh"  // the tile, the kernel's arguments, cp.async, mma_tf32, channel_slot
 #include "lib/register_stage.hpp"
 #include "todo.cuh"
 
@@ -26,72 +26,6 @@ namespace ladder {
 namespace {
 
 // ---- stage 11 kernels: begin ---------------------------------------------------------------
-
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-
-// Geometry. Block: a 16x16 output tile (M = 256 pixels) by 128 output channels (N). Warp
-// (wm, wn) = (warp % 4, warp / 4) owns tile rows 4*wm .. 4*wm+3 (kMTiles m16 tiles, one output
-// row of 16 pixels each) and channels 64*wn .. +63 (kNTiles n8 tiles): 4 x 8 mma tiles, 128 FP32
-// accumulators per thread. Per k-step 8 A loads and 8 B loads of 8 bytes feed 32 mma: shared
-// memory delivers 128 bytes (32 banks x 4) a clock per SM, so a smaller warp tile would wait
-// on it.
-constexpr int kTileRows = 16;
-constexpr int kTileCols = 16;
-constexpr int kCoTile = 128;
-constexpr int kWarpsM = 4;
-constexpr int kWarpsN = kWarps / kWarpsM;
-constexpr int kMTiles = kTileRows / kWarpsM;    // 4: one m16 tile = one output row of the tile
-constexpr int kNTiles = kCoTile / kWarpsN / 8;  // 8 n8 tiles
-constexpr int kCiChunk = 8;                     // input channels per step = the mma's k
-constexpr int kMaxKernelW = 5;
-constexpr int kPitch = kTileCols + kMaxKernelW - 1;  // patch columns per row, as in stage 09
-constexpr int kBuffers = 2;
-constexpr int64_t kTargetBlocks = 4096;
-static_assert(kWarpsM * kMTiles == kTileRows && kTileCols == 16, "an m16 tile is one output row");
-static_assert(kThreads % kCiChunk == 0, "fixed per-thread copy roles: thread -> channel tid % 8");
-
-/// The tiled kernel's arguments, by value. x (N, Cin, H, W), weight (Cin, Cout/g, kH, kW),
-/// partials (N, g.parts, Cout), fp32. The grid (make_fused_grid): units are the plane's 16x16
-/// tiles, kCoTile channels per block.
-struct TiledArgs {
-  ConvParams p;
-  const float* x;
-  const float* wt;  ///< the weights as fragment_weight_layout writes them
-  float* partials;
-  FusedGrid g;
-  int tiles_w;     ///< tiles per row of tiles
-  int patch_rows;  ///< kTileRows + (kernel_h - 1) * dilation_h
-};
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define LADDER_HAS_TF32_MMA 1
-#else
-#define LADDER_HAS_TF32_MMA 0
-#endif
-
-/// Stage 09's copy helpers: a 4-byte cp.async (zero fill when !src_valid), commit, wait. The
-/// tiled kernel runs only where mma exists (sm_80+), so there is no fallback copy here.
-__device__ inline void cp_async_f32(float* smem_dst, const float* gmem_src, bool src_valid) {
-#if LADDER_HAS_TF32_MMA
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_valid ? 4 : 0)
-               : "memory");
-#else
-  *smem_dst = src_valid ? *gmem_src : 0.0f;
-#endif
-}
-__device__ inline void cp_async_commit() {
-#if LADDER_HAS_TF32_MMA
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int kPending>
-__device__ inline void cp_async_wait() {
-#if LADDER_HAS_TF32_MMA
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
 
 /// x rounded to TF32, to nearest with ties away from zero (cvt.rna; PTX ISA, "cvt"), as the
 /// 32-bit register an mma operand takes: x's FP32 encoding with the low 13 mantissa bits zero.
@@ -115,41 +49,6 @@ __device__ inline void split_tf32(const uint2& v, uint2& big, uint2& small) {
   small = make_uint2(tf32_bits(__uint_as_float(v.x) - __uint_as_float(big.x)),
                      tf32_bits(__uint_as_float(v.y) - __uint_as_float(big.y)));
   // END SOLUTION
-}
-
-/// d += a * b on tensor cores, one warp: a 16x8 TF32 tile (row-major fragment, 4 registers),
-/// b 8x8 TF32 (column-major fragment, 2 registers), d 16x8 FP32 (4 registers). Fragment
-/// layout (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32), g = lane / 4, t = lane % 4:
-///   a0 (row g, col t)   a1 (g+8, t)    a2 (g, t+4)    a3 (g+8, t+4)
-///   b0 (row t, col g)   b1 (t+4, g)
-///   d0 (row g, col 2t)  d1 (g, 2t+1)   d2 (g+8, 2t)   d3 (g+8, 2t+1)
-__device__ inline void mma_tf32(float (&d)[4], const uint2& a_lo, const uint2& a_hi, const uint2& b) {
-#if LADDER_HAS_TF32_MMA
-  // a_lo = (a0, a2), a_hi = (a1, a3), b = (b0, b1): the order the shared layout delivers them
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a_lo.x), "r"(a_hi.x), "r"(a_lo.y), "r"(a_hi.y), "r"(b.x), "r"(b.y));
-#else
-  __trap();  // the plan never launches the tiled kernel below sm_80 (tensor_cores_here)
-  (void)d, (void)a_lo, (void)a_hi, (void)b;
-#endif
-}
-
-/// Where input channel cl (0..7) of a chunk sits among a pixel's 8 shared-memory slots: channels
-/// t and t+4 side by side (order 0 4 1 5 2 6 3 7), so the k pair (t, t+4) that a thread's A
-/// registers a0/a2 (and B registers b0/b1) need is one 8-byte load at slot 2t.
-__device__ inline int channel_slot(int cl) { return 2 * (cl % 4) + cl / 4; }
-
-/// 16-byte asynchronous copy global -> shared (both 16-byte aligned).
-__device__ inline void cp_async_16(float* smem_dst, const float* gmem_src) {
-#if LADDER_HAS_TF32_MMA
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src) : "memory");
-#else
-  *reinterpret_cast<float4*>(smem_dst) = *reinterpret_cast<const float4*>(gmem_src);
-#endif
 }
 
 /// The weights as the tiled kernel's shared memory wants them, in FP32, written once per
@@ -355,131 +254,18 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
 
 // ---- stage 11 kernels: end -----------------------------------------------------------------
 
-/// The launch plan of a problem: which kernel, how the work is split, how much shared memory.
-/// A pure function of the problem and the device, so workspace_bytes, prepare and run agree.
-struct Plan {
-  bool fast = false;  ///< the tensor-core kernel; else conv_pool_general
-  int kernel_w = 0, patch_rows = 0, tiles_w = 0;
-  size_t smem_bytes = 0;
-  FusedGrid g{};
-};
+}  // namespace
+}  // namespace ladder
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+#include "lib/mma_tile_host.cuh"  // the plan, the workspace, the opt-in and the launches
 
-/// Whether the code that runs on this device has TF32 mma: it was compiled for compute_80 or
-/// newer (the kernel's ptxVersion, so a newer GPU running PTX JIT-compiled from an older
-/// architecture counts as old). Throws CudaError.
-bool tensor_cores_here() {
-#ifdef LADDER_NO_TF32_MMA
-  return false;  // a test build: the path an sm_75 build takes, on any GPU
-#endif
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, conv_pool_tensor_cores<3>));
-  return attr.ptxVersion >= 80;
-}
+namespace ladder {
+namespace {
 
-Plan make_plan(const Problem& pr) {
-  pr.validate();
-  Plan q;
-  const int64_t rows = kTileRows + (pr.kernel_size.h - 1) * pr.dilation.h;
-  const int64_t taps = pr.kernel_size.h * pr.kernel_size.w;
-  const int64_t bytes = kBuffers * int64_t(sizeof(float)) * kCiChunk * (rows * kPitch + taps * kCoTile);
-  q.fast = pr.stride.h == 1 && pr.stride.w == 1 && pr.dilation.w == 1 && pr.kernel_size.w <= kMaxKernelW &&
-           bytes <= int64_t(shared_memory_per_block_limit()) && tensor_cores_here();
-  if (!q.fast) {
-    q.g = general_grid(pr);
-    return q;
-  }
-  q.kernel_w = int(pr.kernel_size.w);
-  q.patch_rows = int(rows);
-  q.smem_bytes = size_t(bytes);
-  q.tiles_w = int(ceil_div(pr.out_w(), kTileCols));
-  const int64_t units = ceil_div(pr.out_h(), kTileRows) * q.tiles_w;
-  const int64_t co_tiles = pr.groups * ceil_div(pr.out_per_group(), kCoTile);
-  const int64_t chunks = ceil_div(pr.in_per_group(), kCiChunk);
-  const int64_t min_parts = ceil_div(units * chunks, 2147483647 - chunks);
-  const int64_t parts = std::max(ceil_div(kTargetBlocks, pr.batch * co_tiles), min_parts);
-  q.g = make_fused_grid(pr, units, kCoTile, parts, "conv_pool_tensor_cores");
-  return q;
-}
-
-/// Floats of the laid-out weights (fragment_weight_layout) of a fast plan.
-int64_t layout_floats(const Problem& p, const Plan& q) {
-  return int64_t(p.groups) * ceil_div(p.in_per_group(), kCiChunk) * q.g.co_tiles_per_group * p.kernel_size.h *
-         p.kernel_size.w * kCoTile * kCiChunk;
-}
-
-/// Bytes of the partials, rounded up so the laid-out weights after them are 256-byte aligned.
-size_t partials_span(const Problem& p, const Plan& q) { return (partials_bytes(p, q.g.parts) + 255) / 256 * 256; }
-
-/// Workspace: the partial sums (N, parts, Cout) fp32 as in stages 06-09, then on the fast path
-/// the laid-out weights: (groups * ceil(Cin/g / 8) * ceil(Cout/g / 128) * kH * kW * 1024) fp32,
-/// 295 KB at the KernelBench size.
-size_t workspace_bytes(const Problem& p) {
-  const Plan q = make_plan(p);
-  if (!q.fast) return partials_bytes(p, q.g.parts);
-  return partials_span(p, q) + size_t(layout_floats(p, q)) * sizeof(float);
-}
-
-/// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
-size_t shared_memory_bytes(const Problem& p) { return make_plan(p).smem_bytes; }
-
-/// Calls f(kernel) with the tiled kernel for q.kernel_w (1..kMaxKernelW).
-template <typename F>
-void with_tiled_kernel(const Plan& q, F&& f) {
-  switch (q.kernel_w) {
-    case 1: f(conv_pool_tensor_cores<1>); break;
-    case 2: f(conv_pool_tensor_cores<2>); break;
-    case 3: f(conv_pool_tensor_cores<3>); break;
-    case 4: f(conv_pool_tensor_cores<4>); break;
-    case 5: f(conv_pool_tensor_cores<5>); break;
-    default: throw std::logic_error("stage " LADDER_STAGE_ID ": no tiled kernel for kernel_w " + std::to_string(q.kernel_w));
-  }
-}
-
-/// Once per problem, outside the timed region: the opt-in above 48 KB of dynamic shared memory.
-/// Throws CudaError if the device cannot give the plan's shared memory.
-void prepare(const Problem& p) {
-  const Plan q = make_plan(p);
-  if (!q.fast) return;
-  with_tiled_kernel(q, [&](auto kernel) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(q.smem_bytes)));
-  });
-}
-
-/// Enqueues the stage; prepare(a.problem) must have run first.
-void run(const GpuStageArgs& a) {
-  const Problem& p = a.problem;
-  const Plan q = make_plan(p);
-  float* partials = static_cast<float*>(a.workspace);
-  a.marks.begin(Phase::Fused);
-  if (!q.fast) {
-    launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
-  } else {
-    const ConvParams cp = conv_params(p);
-    float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + partials_span(p, q));
-    const int64_t total = layout_floats(p, q);
-    fragment_weight_layout<<<blocks_for(total, kThreads, "fragment_weight_layout"), kThreads, 0, a.stream>>>(
-        cp, a.in.weight, wt, int(ceil_div(p.in_per_group(), kCiChunk)), q.g.co_tiles_per_group, total);
-    CUDA_CHECK_LAUNCH("fragment_weight_layout");
-    const TiledArgs t{cp, a.in.x, wt, partials, q.g, q.tiles_w, q.patch_rows};
-    with_tiled_kernel(q, [&](auto kernel) {
-      kernel<<<q.g.blocks, kThreads, q.smem_bytes, a.stream>>>(t);
-      CUDA_CHECK_LAUNCH("conv_pool_tensor_cores");
-    });
-  }
-  a.marks.begin(Phase::Epilogue);
-  launch_finish_pooled_logsumexp(p, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
-}
-
+/// Enqueues the stage (lib/mma_tile_host.cuh: the plan and the launches); prepare must have run.
+void run(const GpuStageArgs& a) { run_mma_tile(a, fragment_weight_layout, "fragment_weight_layout"); }
 /// Says when no tensor core runs: below sm_80, or code JIT-compiled from an older PTX.
-std::string device_note() {
-  if (tensor_cores_here()) return "";
-#ifdef LADDER_NO_TF32_MMA
-  return "built with LADDER_NO_TF32_MMA: every problem takes the general FP32 path";
-#endif
-  return "3xTF32 mma needs code for sm_80 or newer: every problem takes the general FP32 path";
-}
+std::string device_note() { return mma_tile_device_note("3xTF32 mma"); }
 
 }  // namespace
 
