@@ -9,6 +9,8 @@
 //  - finish:    as in stage 10.
 // The result is as accurate as FP32 FMAs (the stage is held to the FP32 bound) for three times
 // the tensor-core work of stage 10.
+// This file holds the stage's kernels; the tile it shares with stage 10 is lib/mma_tile.cuh
+// and the host half (plan, workspace, launches) lib/mma_tile_host.cuh.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
