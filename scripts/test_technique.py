@@ -85,6 +85,7 @@ S10, S11, S12, S13 = (stage_file(f) for f in ("10_tensor_cores", "11_three_tf32"
                                               "13_single_launch"))
 P38, P74 = "tracks/p38_spatial_softmax/rungs", "tracks/p74_backward"
 REDUCE = f"{P74}/device/reduce.cuh"
+MMA_TILE = "stages/lib/mma_tile.cuh"  # mma_tf32, shared by stages 10 and 11
 
 
 def gemm(path):
@@ -257,7 +258,7 @@ VARIANTS = [
 """)], ("async_pipeline",), "cp.async waited for at once (wait_group 0): no copy overlaps the compute"),
 
     Variant("10_tensor_cores", "honest"),
-    Variant("10_tensor_cores", "ffma_instead_of_mma", [(S10, """\
+    Variant("10_tensor_cores", "ffma_instead_of_mma", [(MMA_TILE, """\
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\\n"
