@@ -163,6 +163,12 @@ LARGE_CASE_BYTES = 4e9  # above this, a case needs one of its GPU's LARGE_CASE_S
 LARGE_CASE_SLOTS = 3     # the largest hidden problems hold about 10-20 GB each; an H100 has 80 GB
 
 
+def _gpu_key():
+    """This grading's GPU (CUDA_VISIBLE_DEVICES, "all" when unset), safe in a file name: the key
+    of the per-GPU lock files."""
+    return re.sub(r"[^A-Za-z0-9,-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
+
+
 @contextlib.contextmanager
 def large_case_turn(case):
     """Holds, for a case whose largest tensor passes LARGE_CASE_BYTES, one of LARGE_CASE_SLOTS
@@ -174,8 +180,7 @@ def large_case_turn(case):
     if case.largest_tensor_bytes() <= LARGE_CASE_BYTES:
         yield
         return
-    gpu = re.sub(r"[^A-Za-z0-9,-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
-    stem = os.path.join(tempfile.gettempdir(), f"ladder-grader-large-case-gpu-{gpu}-slot")
+    stem = os.path.join(tempfile.gettempdir(), f"ladder-grader-large-case-gpu-{_gpu_key()}-slot")
     with contextlib.ExitStack() as files:  # closing a slot's file releases its lock
         try:
             slots = [files.enter_context(open(f"{stem}{i}.lock", "a")) for i in range(LARGE_CASE_SLOTS)]
@@ -188,8 +193,7 @@ def large_case_turn(case):
 
 
 def _gpu_lock_stem():
-    gpu = re.sub(r"[^A-Za-z0-9,-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
-    return os.path.join(tempfile.gettempdir(), f"ladder-grader-gpu-{gpu}")
+    return os.path.join(tempfile.gettempdir(), f"ladder-grader-gpu-{_gpu_key()}")
 
 
 _TIMING_TURN_HELD = False  # this process holds its GPU alone (a timing): its own runs take no turn

@@ -121,7 +121,8 @@ void run_mma_tile(const GpuStageArgs& a, WeightLayoutKernel weight_layout, const
     const int64_t total = layout_floats(p, q);
     weight_layout<<<blocks_for(total, kThreads, layout_name), kThreads, 0, a.stream>>>(
         cp, a.in.weight, wt, int(ceil_div(p.in_per_group(), kCiChunk)), q.g.co_tiles_per_group, total);
-    ::ladder::cuda_check(cudaGetLastError(), (std::string("launch of ") + layout_name).c_str(), __FILE__, __LINE__);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)  // the message built only on failure
+      throw_cuda_error(e, (std::string("launch of ") + layout_name).c_str(), __FILE__, __LINE__);
     const TiledArgs t{cp, a.in.x, wt, partials, q.g, q.tiles_w, q.patch_rows};
     with_tiled_kernel(q, [&](auto kernel) {
       kernel<<<q.g.blocks, kThreads, q.smem_bytes, a.stream>>>(t);

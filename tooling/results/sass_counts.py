@@ -9,6 +9,7 @@ The counts belong to one compiler: a build by another nvcc release, or one witho
 is reported as not comparable (exit 0, one SKIP line), never as a match. Needs cuobjdump
 (grader/technique.py's lookup)."""
 import argparse
+import functools
 import glob
 import os
 import re
@@ -23,10 +24,11 @@ ARCH = "sm_90"
 FADD = re.compile(r"FADD(\.|$)")
 
 
+@functools.lru_cache(maxsize=None)  # --check asks for stage 12 twice: disassemble once
 def stage_functions(build, sid, cuobjdump):
     """The sm_90 functions of stage `sid`'s objects in BUILD."""
     objects = glob.glob(os.path.join(build, "CMakeFiles", f"stage_{sid}.dir", "stages", "*", "*.cu.o"))
-    return [f for f in technique.disassemble(cuobjdump, objects) if f.arch == ARCH]
+    return tuple(f for f in technique.disassemble(cuobjdump, objects) if f.arch == ARCH)
 
 
 def function(functions, name):
@@ -53,7 +55,7 @@ def wide_loads_before_first_add(fn):
             for ins in loop.body:
                 if FADD.match(ins.op):
                     return n
-                n += ins.op.startswith("LDG") and bool(technique.LDG128.match(ins.op))
+                n += bool(technique.LDG128.match(ins.op))
     raise SystemExit(f"error: {fn.short} has no innermost loop of 128-bit loads")
 
 
