@@ -293,3 +293,7 @@ def run_ladder(a, root, rungs, fixtures, only, work, record):
                                      [fx["rung"]], record, f"fixture {fx['name']}")
             ok, why = verdict(parts, fx["loses"], fx.get("rule"))
             record(f"fixture {fx['name']} (must lose {fx['loses']})", ok, why)
+            if ok is False:  # where it went wrong: each part that lost points, its first lines
+                for p in parts:
+                    if not p.skipped and p.score < p.max_score:
+                        print(f"    {p.part}: {p.score:g}/{p.max_score:g} " + " | ".join(p.output.splitlines()[:3]))

@@ -277,13 +277,15 @@ TEST(ExactInputs, LoadedInputsMustBeIntegers) {
 
 // Plane means formed by scaling every element by fl(1/P) as it is added (last element first):
 // a correctly rounded order the grader must accept (issue: a valid submission was rejected).
-std::vector<double> means_scaled_as_added(const Problem& p, const std::vector<float>& conv) {
+// Each plane's mean with every element scaled by 1/P (rounded) as it is added, in fp32; forward:
+// index order, as one atomic chain adds them, else last element first.
+std::vector<double> means_scaled_as_added(const Problem& p, const std::vector<float>& conv, bool forward = false) {
   const int64_t P = p.out_h() * p.out_w();
   const float inv = 1.0f / float(P);
   std::vector<double> m(size_t(p.pooled_elems()));
   for (int64_t i = 0; i < p.pooled_elems(); ++i) {
     float acc = 0.0f;
-    for (int64_t j = P - 1; j >= 0; --j) acc += conv[size_t(i * P + j)] * inv;
+    for (int64_t k = 0; k < P; ++k) acc += conv[size_t(i * P + (forward ? k : P - 1 - k))] * inv;
     m[size_t(i)] = acc;
   }
   return m;
@@ -317,8 +319,8 @@ TEST(AnyOrderTolerance, PowerOfTwoPlanesKeepTheExactBound) {
   EXPECT_GT(row.worst_ratio, 1e4) << row.summary();
 }
 
-// On other planes, scaling as added rounds every term: exact_tolerance rejects it, the any-order
-// bound (fp32_tolerance's) accepts it, and it is never looser than the fp32 bound.
+// On other planes, scaling as added rounds every term: exact_tolerance rejects it, and the
+// any-order bound (the larger of it and worst_case_mean_tolerance) accepts it.
 TEST(AnyOrderTolerance, OtherPlanesAdmitScalingAsAdded) {
   std::mt19937_64 rng(11);
   std::vector<Problem> problems = {small_exact_problem()};
@@ -330,9 +332,9 @@ TEST(AnyOrderTolerance, OtherPlanesAdmitScalingAsAdded) {
     const HostInputs in = make_inputs(p);
     const Reference ref = linearity_pipeline(p, in);
     const Tolerance tol = any_order_tolerance(p, ref, Precision::Fp32);
-    const Tolerance fp32 = fp32_tolerance(p, ref), ex = exact_tolerance(p, ref);
+    const Tolerance worst = worst_case_mean_tolerance(p, ref), ex = exact_tolerance(p, ref);
     for (size_t i = 0; i < tol.pooled.size(); ++i) {
-      ASSERT_EQ(tol.pooled[i], std::max(fp32.pooled[i], ex.pooled[i]));
+      ASSERT_EQ(tol.pooled[i], std::max(worst.pooled[i], ex.pooled[i]));
     }
     const std::vector<double> scaled = means_scaled_as_added(p, conv_fp32_reversed(p, in));
     const std::vector<double> y = bias_logsumexp_scale(p, scaled, in.bias);
@@ -340,6 +342,31 @@ TEST(AnyOrderTolerance, OtherPlanesAdmitScalingAsAdded) {
     rejected_by_exact += !compare(scaled, y, ref.pooled, ref.y, ex).pass();
   }
   EXPECT_GT(rejected_by_exact, 0) << "scaling as added never left the exact bound: the test shows nothing";
+}
+
+// Exact inputs are sparse, so most of a plane is the conv bias: its scaled copies round alike
+// at every addition and the chain's error grows like P. On 514 x 514 planes, scaling as added in
+// index order goes past the probabilistic fp32 bound (the grader's bound before fixture
+// 02/scaled_as_added, a valid submission, lost a hidden category to it on an H200) and stays
+// within the worst-case one, which still rejects the mean of the wrong plane.
+TEST(AnyOrderTolerance, ConstantPlanesNeedTheWorstCaseBound) {
+  int past_probabilistic = 0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Problem p = exact(testing::make(1, 1, 2, 512, 512, {3, 3}, {1, 1}, {0, 0}));
+    p.seed = seed;
+    ASSERT_FALSE(plane_is_power_of_two(p));
+    SCOPED_TRACE(p.describe());
+    const HostInputs in = make_inputs(p);
+    const Reference ref = linearity_pipeline(p, in);
+    const std::vector<double> scaled = means_scaled_as_added(p, conv_fp32_reversed(p, in), /*forward=*/true);
+    const std::vector<double> y = bias_logsumexp_scale(p, scaled, in.bias);
+    const Tolerance tol = any_order_tolerance(p, ref, Precision::Fp32);
+    EXPECT_TRUE(compare(scaled, y, ref.pooled, ref.y, tol).pass()) << compare(scaled, y, ref.pooled, ref.y, tol).summary();
+    past_probabilistic += !compare(scaled, y, ref.pooled, ref.y, fp32_tolerance(p, ref)).pass();
+    const std::vector<double> swapped = {scaled[1], scaled[0]};
+    EXPECT_FALSE(compare(swapped, bias_logsumexp_scale(p, swapped, in.bias), ref.pooled, ref.y, tol).pass());
+  }
+  EXPECT_GT(past_probabilistic, 0) << "the scaled chain stayed within the probabilistic bound: the test shows nothing";
 }
 
 TEST(AnyOrderTolerance, InputsThatAreNotExactKeepTheStageTolerance) {
