@@ -275,10 +275,9 @@ TEST(ExactInputs, LoadedInputsMustBeIntegers) {
   }
 }
 
-// Plane means formed by scaling every element by fl(1/P) as it is added (last element first):
-// a correctly rounded order the grader must accept (issue: a valid submission was rejected).
-// Each plane's mean with every element scaled by 1/P (rounded) as it is added, in fp32; forward:
-// index order, as one atomic chain adds them, else last element first.
+// Plane means formed in fp32 by scaling every element by fl(1/P) as it is added: a correctly
+// rounded order the grader must accept (a valid submission was once rejected). forward: index
+// order, as one atomic chain adds them; else last element first.
 std::vector<double> means_scaled_as_added(const Problem& p, const std::vector<float>& conv, bool forward = false) {
   const int64_t P = p.out_h() * p.out_w();
   const float inv = 1.0f / float(P);
