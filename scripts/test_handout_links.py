@@ -5,6 +5,7 @@ or compiles. Run: python3 scripts/test_handout_links.py
 """
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,75 @@ def tmpdir(test):
     d = tempfile.mkdtemp(prefix="thl_")
     test.addCleanup(shutil.rmtree, d)
     return d
+
+
+def heading_anchors(text):
+    """The #anchors GitHub makes for a Markdown text: each heading lowercased, punctuation but
+    hyphens dropped, spaces to hyphens, a repeat numbered -1, -2, ...; plus <a name/id="...">."""
+    found, seen, fenced = set(), {}, False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        found.update(re.findall(r'<a (?:name|id)="([^"]+)"', line))
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", re.sub(r"<[^>]+>", "", m.group(1)))
+            slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            found.add(slug if n == 0 else f"{slug}-{n}")
+    return found
+
+
+def broken_links(root):
+    """Every relative link of the repository's Markdown whose file, or whose #anchor in a Markdown
+    file, does not exist, as "path:line: target: why". The handout README templates are left out:
+    their links are relative to a handout's root, where they become its README."""
+    anchors, bad = {}, []
+    for path, text in handout.markdown_texts(root):
+        if path in (handout.README_TEMPLATE, handout.TRACK_README_TEMPLATE):
+            continue
+
+        def check(target, offset):
+            p, anchor = handout.link_path(path, target)
+            where = f"{path}:{text.count(chr(10), 0, offset) + 1}: {target}"
+            if p is None or not os.path.exists(os.path.join(root, p)):
+                bad.append(f"{where}: no such file")
+            elif anchor and p.endswith(".md"):
+                if p not in anchors:
+                    with open(os.path.join(root, p), encoding="utf-8") as f:
+                        anchors[p] = heading_anchors(f.read())
+                if anchor.lower() not in anchors[p]:
+                    bad.append(f"{where}: no such heading")
+            return target
+
+        handout.edit_links(text, check)
+        for m in re.finditer(r"\]\(#([^)\s]+)\)", text):
+            if m.group(1).lower() not in anchors.setdefault(path, heading_anchors(text)):
+                bad.append(f"{path}: #{m.group(1)}: no such heading in the page")
+    return bad
+
+
+class RepositoryLinksTest(unittest.TestCase):
+    """The repository's own Markdown: every relative link names a file that exists, and every
+    #anchor a heading of its page."""
+
+    def test_every_link_resolves(self):
+        self.assertEqual(broken_links(ROOT), [])
+
+    def test_a_planted_broken_link_and_anchor_are_found(self):
+        d = tmpdir(self)
+        write(os.path.join(d, "docs", "a.md"), "# Title\n\n## Two words\n\n[ok](b.md#two-words) [x](gone.md)\n")
+        write(os.path.join(d, "docs", "b.md"), "## Two words\n\n[up](a.md#two-words) [bad](a.md#no-such) [in](#two-words)\n")
+        subprocess.run(["git", "init", "-q", d], check=True)
+        subprocess.run(["git", "-C", d, "add", "-A"], check=True)
+        found = broken_links(d)
+        self.assertEqual(len(found), 2, found)
+        self.assertTrue(found[0].startswith("docs/a.md:5: gone.md: no such file"), found)
+        self.assertTrue(found[1].startswith("docs/b.md:3: a.md#no-such: no such heading"), found)
 
 
 class HandoutLinksTest(unittest.TestCase):
