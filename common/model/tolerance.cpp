@@ -76,7 +76,9 @@ Tolerance worst_case_mean_tolerance(const Problem& p, const Reference& ref) {
   const double u = kFp32UnitRoundoff;
   const double P = double(p.out_h()) * double(p.out_w());
   const double n = P + 1.0;
-  const double gamma = n * u / (1.0 - n * u);
+  // gamma_n exists only for n*u < 1. Exact inputs keep P far below 2^24 (make_inputs' sum bound);
+  // past it no bound can be derived, and the formula would turn negative: infinite instead.
+  const double gamma = n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY;
   const double spread = std::max(1.0, double(p.in_h) * double(p.in_w) / P);
   Tolerance t;
   t.pooled.resize(ref.pooled.size());
