@@ -97,8 +97,9 @@ Tolerance stage_tolerance(const Problem& p, const Reference& ref, Precision prec
 /// exact input's plane is one value (the conv bias, x being sparse), whose scaled copies round the
 /// same way addition after addition, so the error of a long chain grows like P, not sqrt(P), and
 /// the probabilistic bound of fp32_tolerance does not hold (scaling as added in index order exceeds
-/// it 1.6-2.6x at 514 x 514 planes). There the bound is the larger of exact_tolerance and
-/// worst_case_mean_tolerance. Otherwise stage_tolerance of `precision`.
+/// it on 514 x 514 planes: AnyOrderTolerance.ConstantPlanesNeedTheWorstCaseBound). There the bound
+/// is the larger of exact_tolerance and worst_case_mean_tolerance. Otherwise stage_tolerance of
+/// `precision`.
 Tolerance any_order_tolerance(const Problem& p, const Reference& ref, Precision precision);
 /// The deterministic bound on forming a plane's mean from its P exact fp32 terms (the convT
 /// outputs) in any correctly rounded order: at most P + 1 roundings on a chain (P - 1 additions,
