@@ -85,9 +85,10 @@ def broken_links(root):
             return target
 
         handout.edit_links(text, check)
-        for m in re.finditer(r"\]\(#([^)\s]+)\)", text):
-            if m.group(1).lower() not in anchors.setdefault(path, heading_anchors(text)):
-                bad.append(f"{path}: #{m.group(1)}: no such heading in the page")
+        in_page = re.findall(r"\]\(#([^)\s]+)\)", text)
+        if in_page and path not in anchors:
+            anchors[path] = heading_anchors(text)
+        bad += [f"{path}: #{a}: no such heading in the page" for a in in_page if a.lower() not in anchors[path]]
     return bad
 
 
@@ -101,13 +102,14 @@ class RepositoryLinksTest(unittest.TestCase):
     def test_a_planted_broken_link_and_anchor_are_found(self):
         d = tmpdir(self)
         write(os.path.join(d, "docs", "a.md"), "# Title\n\n## Two words\n\n[ok](b.md#two-words) [x](gone.md)\n")
-        write(os.path.join(d, "docs", "b.md"), "## Two words\n\n[up](a.md#two-words) [bad](a.md#no-such) [in](#two-words)\n")
+        write(os.path.join(d, "docs", "b.md"), "## Two words\n\n[up](a.md#two-words) [bad](a.md#no-such) [in](#two-words) [out](#nowhere)\n")
         subprocess.run(["git", "init", "-q", d], check=True)
         subprocess.run(["git", "-C", d, "add", "-A"], check=True)
         found = broken_links(d)
-        self.assertEqual(len(found), 2, found)
+        self.assertEqual(len(found), 3, found)
         self.assertTrue(found[0].startswith("docs/a.md:5: gone.md: no such file"), found)
         self.assertTrue(found[1].startswith("docs/b.md:3: a.md#no-such: no such heading"), found)
+        self.assertEqual(found[2], "docs/b.md: #nowhere: no such heading in the page")
 
 
 class HandoutLinksTest(unittest.TestCase):

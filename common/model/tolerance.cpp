@@ -29,17 +29,21 @@ void add_y_tolerance(const Problem& p, const Reference& ref, double u, Tolerance
   }
 }
 
-}  // namespace
-
-Tolerance rounding_tolerance(const Problem& p, const Reference& ref, double unit_roundoff) {
-  const double u = unit_roundoff;
-  const double rel = kProbabilisticLambda * std::sqrt(fp32_chain_length(p)) * u;
+// pooled: rel * magnitude (the sums' rounding) + u * |pooled| (the final fp32 rounding); y from it.
+Tolerance relative_to_magnitude(const Problem& p, const Reference& ref, double rel, double u) {
   Tolerance t;
   t.pooled.resize(ref.pooled.size());
   for (size_t i = 0; i < t.pooled.size(); ++i)
     t.pooled[i] = rel * ref.magnitude[i] + u * std::fabs(ref.pooled[i]);
   add_y_tolerance(p, ref, u, t);
   return t;
+}
+
+}  // namespace
+
+Tolerance rounding_tolerance(const Problem& p, const Reference& ref, double unit_roundoff) {
+  const double u = unit_roundoff;
+  return relative_to_magnitude(p, ref, kProbabilisticLambda * std::sqrt(fp32_chain_length(p)) * u, u);
 }
 
 Tolerance tf32_tolerance(const Problem& p, const Reference& ref) {
@@ -80,12 +84,7 @@ Tolerance worst_case_mean_tolerance(const Problem& p, const Reference& ref) {
   // past it no bound can be derived, and the formula would turn negative: infinite instead.
   const double gamma = n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY;
   const double spread = std::max(1.0, double(p.in_h) * double(p.in_w) / P);
-  Tolerance t;
-  t.pooled.resize(ref.pooled.size());
-  for (size_t i = 0; i < t.pooled.size(); ++i)
-    t.pooled[i] = gamma * spread * ref.magnitude[i] + u * std::fabs(ref.pooled[i]);
-  add_y_tolerance(p, ref, u, t);
-  return t;
+  return relative_to_magnitude(p, ref, gamma * spread, u);
 }
 
 Tolerance any_order_tolerance(const Problem& p, const Reference& ref, Precision precision) {
