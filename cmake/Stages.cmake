@@ -91,6 +91,24 @@ function(ladder_stage_definitions id out)
              "LADDER_STAGE_SYMBOL=stage_${id}_descriptor" PARENT_SCOPE)
 endfunction()
 
+# ladder_stage_cuda_architectures(<id> <out>): the CUDA architectures to compile stage <id> for.
+# CMAKE_CUDA_ARCHITECTURES, except that a stage whose rung.json says "build": {"sm_90a": true}
+# (Hopper-only instructions such as wgmma, which exist only in sm_90a code) gets 90a in place of
+# every 90 (90-real -> 90a-real, ...). Stages/NN_name/rung.json is read at configure time.
+function(ladder_stage_cuda_architectures id out)
+  set(archs ${CMAKE_CUDA_ARCHITECTURES})
+  set(meta ${PROJECT_SOURCE_DIR}/stages/${LADDER_STAGE_FOLDER_${id}}/rung.json)
+  if(EXISTS ${meta})
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${meta})
+    file(READ ${meta} json)
+    string(JSON sm90a ERROR_VARIABLE no_key GET "${json}" build sm_90a)
+    if(NOT no_key AND sm90a)
+      list(TRANSFORM archs REPLACE "^90($|-)" "90a\\1")
+    endif()
+  endif()
+  set(${out} ${archs} PARENT_SCOPE)
+endfunction()
+
 include(${CMAKE_CURRENT_LIST_DIR}/WriteIfChanged.cmake)  # ladder_write_if_changed
 
 # ladder_write_stage_list(<path>): the stage list (format at the top of this file).
@@ -164,6 +182,8 @@ function(ladder_add_stage id)
   add_library(stage_${id} OBJECT ${LADDER_STAGE_SOURCES_${id}})
   target_include_directories(stage_${id} PRIVATE ${PROJECT_SOURCE_DIR}/stages)
   target_compile_definitions(stage_${id} PRIVATE ${defs})
+  ladder_stage_cuda_architectures(${id} archs)
+  set_property(TARGET stage_${id} PROPERTY CUDA_ARCHITECTURES ${archs})
   # The handout's stubs left in the stage's own sources (ladder_todo calls outside the instructor's
   # "// STUB:" comments), so that a run without a GPU can say the rung is still a stub. An edit of
   # a source reruns this count.

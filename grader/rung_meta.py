@@ -8,7 +8,9 @@ beside its NN_name.cu. Its keys:
   "profile"  the Nsight Compute capture (scripts/capture_profiles.sh): "kernel_filter" and the
              problem's "args";
   "grader"   the rung's grading settings (what grader/rungs.json's "rungs" held for it): its
-             "timing" and, for a TF32 rung, "precision" (a track rung: its "timing" args).
+             "timing" and, for a TF32 rung, "precision" (a track rung: its "timing" args);
+  "build"    how CMake compiles the stage (cmake/Stages.cmake): {"sm_90a": true} builds sm_90a
+             in place of sm_90, for Hopper-only instructions (wgmma).
 
 The file belongs to the instructor's tree: a handout ships it with the stage's folder, and a
 grading reads the grader's own copy, never the submission's.
@@ -18,7 +20,7 @@ import os
 
 from .handout import stage_folders, track_rungs as track_rung_files
 
-KEYS = ("sass", "profile", "grader")
+KEYS = ("sass", "profile", "grader", "build")
 
 
 class RungMetaError(ValueError):

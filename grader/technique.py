@@ -462,21 +462,38 @@ def check_register_tile(fn, min_ratio=4):
     return True, f"{best.where()}: {best.count(FFMA)} FFMA for {best.count(LDS)} LDS"
 
 
-def check_async_pipeline(fn):
+DEPBAR_PENDING = re.compile(r"SB0\s*,?\s*(0x[0-9a-fA-F]+|\d+)")
+
+
+def depbar_pending(ins):
+    """The groups a DEPBAR.LE SB0, n lets stay in flight (n: cp.async.wait_group n), or None."""
+    m = DEPBAR_PENDING.search(", ".join(ins.args))
+    return int(m.group(1), 0) if m else None
+
+
+def check_async_pipeline(fn, min_pending=1):
     """cp.async with double buffering: one loop (the step loop) issues copies (LDGSTS), closes
-    them as a group (LDGDEPBAR), waits while at least one newer group is still in flight
-    (DEPBAR.LE SB0, n with n >= 1: cp.async.wait_group 1) and has a barrier. Fails on plain
-    loads and on cp.async waited for at once (wait_group 0: no overlap)."""
+    them as a group (LDGDEPBAR), waits while at least min_pending newer groups are still in
+    flight (DEPBAR.LE SB0, n with n >= min_pending: cp.async.wait_group n) and has a barrier.
+    Fails on plain loads and on cp.async waited for at once (wait_group 0: no overlap); with
+    min_pending 2 (a multistage pipeline, three or more buffers), also on rung 09's and 10's
+    double buffer, whose wait leaves one group in flight."""
     best = None
     for loop in fn.loops:
         if not (loop.has(re.compile(r"LDGSTS")) and loop.has(re.compile(r"LDGDEPBAR")) and loop.has(BAR)):
             continue
         waits = [i for i in loop.body if i.op.startswith("DEPBAR")]
-        pending = [i for i in waits if re.search(r"SB0\s*,?\s*0x0*[1-9]", ", ".join(i.args))]
+        pending = [i for i in waits if (depbar_pending(i) or 0) >= min_pending]
         if pending:
-            return True, f"{loop.where()}: LDGSTS, LDGDEPBAR, {pending[0].text()}, BAR.SYNC"
+            deepest = max(pending, key=depbar_pending)
+            return True, f"{loop.where()}: LDGSTS, LDGDEPBAR, {deepest.text()}, BAR.SYNC"
+        most = max((depbar_pending(i) or 0 for i in waits), default=0)
         best = (f"{loop.where()} copies with LDGSTS but waits for all of them "
-                f"({', '.join(i.text() for i in waits) or 'no DEPBAR'}): no copy overlaps the compute")
+                f"({', '.join(i.text() for i in waits) or 'no DEPBAR'}): no copy overlaps the compute"
+                if most == 0 else
+                f"{loop.where()} copies with LDGSTS but its waits leave at most {most} group(s) in flight "
+                f"({', '.join(sorted({i.text() for i in waits}))}): fewer than the {min_pending} of this rung's "
+                f"pipeline")
     return False, best or "no loop issues cp.async copies (LDGSTS), commits them (LDGDEPBAR) and has a barrier"
 
 

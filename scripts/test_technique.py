@@ -83,6 +83,7 @@ S06, S07, S08, S09 = (stage_file(f) for f in ("06_fused_gather", "07_shared_memo
                                               "09_async_copy"))
 S10, S11, S12, S13 = (stage_file(f) for f in ("10_tensor_cores", "11_three_tf32", "12_pool_before_conv",
                                               "13_single_launch"))
+S14 = stage_file("14_multistage_mma")
 P38, P74 = "tracks/p38_spatial_softmax/rungs", "tracks/p74_backward"
 REDUCE = f"{P74}/device/reduce.cuh"
 MMA_TILE = "stages/lib/mma_tile.cuh"  # mma_tf32, shared by stages 10 and 11
@@ -304,6 +305,43 @@ VARIANTS = [
       *counter = 0u;
 """)], ("present",), "the arrival counter without release and acquire: no fence"),
 
+    Variant("14_multistage_mma", "honest"),
+    Variant("14_multistage_mma", "rung10_double_buffer", [(S14, """\
+  for (int s = 0; s < a.stages - 1; ++s) {
+    if (s < steps) load_step(s, s);
+    cp_async_commit();
+  }
+  int read_buf = 0, write_buf = a.stages - 1;
+""", """\
+  if (steps > 0) load_step(0, 0);
+  cp_async_commit();
+"""), (S14, """\
+    cp_async_wait_dynamic(a.stages - 2);  // this thread's copies of `step` have landed
+    __syncthreads();  // ... everyone's; and every warp is done with the buffer refilled next
+    if (step + a.stages - 1 < steps) load_step(step + a.stages - 1, write_buf);
+    cp_async_commit();
+    write_buf = write_buf + 1 == a.stages ? 0 : write_buf + 1;
+
+    const float* xs = smem + read_buf * stage_floats;
+    const float* ws = xs + x_floats;
+    read_buf = read_buf + 1 == a.stages ? 0 : read_buf + 1;
+    step_mma(xs, ws);
+""", """\
+    if (step + 1 < steps) load_step(step + 1, (step + 1) & 1);  // rung 10's double buffer
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const float* xs = smem + (step & 1) * stage_floats;
+    const float* ws = xs + x_floats;
+    step_mma(xs, ws);
+    __syncthreads();
+""")], ("async_pipeline",), "rung 10's double buffer (wait_group 1) in place of the multistage pipeline"),
+    Variant("14_multistage_mma", "wait_for_all", [(S14, """\
+    cp_async_wait_dynamic(a.stages - 2);  // this thread's copies of `step` have landed
+""", """\
+    cp_async_wait<0>();  // every copy has landed, the later steps' too: nothing overlaps
+""")], ("async_pipeline",), "cp.async waited for at once (wait_group 0): a one-stage pipeline"),
+
     Variant("p38-03", "honest"),
     Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree.cu", """\
   for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
@@ -414,15 +452,20 @@ def compile_variant(v, arch, nvcc, cuobjdump):
     """The disassembly (cuobjdump -sass of nvcc -cubin) of v's rung object for arch."""
     with tempfile.TemporaryDirectory(prefix="technique_") as tmp:
         variant_tree(v, tmp)
+        common = [f"-I{tmp}/common/model", f"-I{tmp}/common/toolkit"]  # the build's include folders
         if v.rung.startswith("p"):
             track = glob.glob(os.path.join(tmp, "tracks", v.rung.split("-")[0] + "_*"))[0]
             source = glob.glob(os.path.join(track, "rungs", v.rung.split("-")[1] + "_*.cu"))[0]
-            flags = [f"-I{track}", f"-I{tmp}", f"-I{tmp}/tracks", f"-I{tmp}/ladder", f"-I{tmp}/common"]
+            tid, number = v.rung.split("-")
+            name = os.path.basename(source)[3:-len(".cu")]  # rungs/NN_name.cu, as cmake/Stages.cmake names it
+            flags = [f"-DLADDER_RUNG_ID=\"{number}\"", f"-DLADDER_RUNG_NAME=\"{name}\"",
+                     f"-DLADDER_RUNG_SYMBOL=rung_{number}", f"-DLADDER_RUNG_TRACK=\"{tid}\"",
+                     f"-I{track}", f"-I{tmp}", f"-I{tmp}/tracks", f"-I{tmp}/ladder", *common]
         else:
             source = glob.glob(os.path.join(tmp, "stages", v.rung, "*.cu"))[0]
             sid, name = v.rung[:2], v.rung[3:]
             flags = [f"-DLADDER_STAGE_ID=\"{sid}\"", f"-DLADDER_STAGE_NAME=\"{name}\"",
-                     f"-DLADDER_STAGE_SYMBOL=stage_{sid}_descriptor", f"-I{tmp}/stages", f"-I{tmp}/common"]
+                     f"-DLADDER_STAGE_SYMBOL=stage_{sid}_descriptor", f"-I{tmp}/stages", *common]
         out = os.path.join(tmp, "rung.cubin")
         cmd = [nvcc, "-cubin", f"-arch={arch}", "-O3", "-DNDEBUG", "-std=c++17", *flags, "-o", out, source]
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -602,6 +645,18 @@ class Model(unittest.TestCase):
                       "@P0 BRA 0x20", "STS [R2], R6", "BAR.SYNC.DEFER_BLOCKING 0x0", "EXIT")[0]
         self.assertTrue(technique.check_block_tree(tree)[0])
         self.assertFalse(technique.check_block_tree(serial)[0])
+
+    def test_async_pipeline_counts_the_groups_left_in_flight(self):
+        def step_loop(pending):  # copies, a commit, a wait, a barrier and the math, in one loop
+            return sass("LDGSTS.E.BYPASS.LTC128B.128 [R3], desc[UR4][R4.64]", "LDGDEPBAR",
+                        f"DEPBAR.LE SB0, {pending}", "BAR.SYNC.DEFER_BLOCKING 0x0",
+                        "HMMA.1688.F32.TF32 R8, R12, R16, R8", "@P0 BRA 0x0", "EXIT")[0]
+        check = technique.check_async_pipeline
+        self.assertEqual([check(step_loop(n))[0] for n in ("0x0", "0x1", "0x2")], [False, True, True])
+        self.assertEqual([check(step_loop(n), min_pending=2)[0] for n in ("0x0", "0x1", "0x2", "0x3")],
+                         [False, False, True, True])
+        self.assertIn("waits for all of them", check(step_loop("0x0"), min_pending=2)[1])
+        self.assertIn("at most 1 group(s) in flight", check(step_loop("0x1"), min_pending=2)[1])
 
     def test_mma_products_trace_fragments_to_their_loads(self):
         split = [f"LOP3.LUT R{30 + k}, R{10 + k}, 0xffffe000, RZ, 0xc0, !PT" for k in range(4)]
