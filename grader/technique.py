@@ -17,14 +17,16 @@ identifier followed by its mangled arguments, e.g. conv_exp_partialsILb1E). Ever
 one architecture that matches must pass (all template instantiations), and there must be one.
 A build for several architectures passes a check when one architecture does: sm_75 code has no
 TF32 mma and no cp.async. Every GPU stage also may use no local memory (LDL/STL) on
-LADDER_SASS_STRICT_ARCH (default sm_90), where the register budgets are tuned.
+LADDER_SASS_STRICT_ARCH (default sm_90), where the register budgets are tuned, or on its
+architecture-specific form (sm_90a: the code of a stage built for sm_90a in place of sm_90, the
+wgmma rung's; its rules say "needs_sm90a").
 
 What it cannot see: which kernel run() launches (a kernel compiled but never launched still
 passes); whether the loops compute the right thing (the correctness parts decide that); a
 wrong technique dressed in the right instructions (a serial sum written to shared memory at
 every step and fully unrolled counts as tree levels; three mma per pair with a meaningless
-"small" operand pass 3xTF32). The rules are tested on nvcc 13.0's code for sm_75 to sm_90
-(scripts/test_technique.py).
+"small" operand pass 3xTF32). The rules are tested on nvcc 13.0's code for sm_75 to sm_90,
+and sm_90a for the wgmma rung (scripts/test_technique.py).
 
 Command line (scripts/check_sass.sh calls it; LADDER_SASS_STAGES="03 p38-03" picks rungs):
   python3 -m grader.technique [--cuobjdump PATH] BUILD    every stage of BUILD/stages.tsv and,
@@ -241,6 +243,13 @@ def parse(text):
 def arch_number(arch):
     m = re.match(r"sm_(\d+)", arch)
     return int(m.group(1)) if m else 0
+
+
+def is_strict(arch, strict_arch):
+    """Whether `arch` is the strict architecture: strict_arch itself, or its architecture-specific
+    form (sm_90a for sm_90: the same GPU and register budgets, with Hopper-only instructions; a
+    stage whose rung.json says "build": {"sm_90a": true} has only sm_90a code)."""
+    return bool(strict_arch) and arch in (strict_arch, strict_arch + "a")
 
 
 # ---- a dataflow of one loop body: which loads each mma operand comes from ----------------------
@@ -573,7 +582,8 @@ def rules_of(sass):
 
 def stage_rules(root):
     """The stages' checks, by name, from each stage's rung.json ("sass"; grader/rung_meta.py).
-    "needs_sm80": the idea exists only in sm_80+ code."""
+    "needs_sm80": the idea exists only in sm_80+ code; "needs_sm90a": only in sm_90a code (wgmma, the
+    bulk copy: the stage's rung.json also says "build": {"sm_90a": true})."""
     return {name: rules_of(sass) for name, sass in rung_meta.by_name(root, "sass").items()}
 
 
@@ -593,15 +603,20 @@ def apply(functions, rules, label, strict_arch=None):
     'rung p38-03'). A check passes on an architecture when every function whose base name holds
     its kernel passes (and there is one); on the build, when it passes on one architecture. The
     detail shown is strict_arch's (or the last architecture's)."""
-    archs = sorted({f.arch for f in functions}, key=lambda a: (a == strict_arch, arch_number(a)))
+    archs = sorted({f.arch for f in functions}, key=lambda a: (is_strict(a, strict_arch), arch_number(a)))
     lines, ok = [], True
     if any(r.get("needs_sm80") for r in rules) and not any(arch_number(a) >= 80 for a in archs):
         lines.append(f"FAIL: {label}: this build has no sm_80 or newer code, and the rung's idea (cp.async, "
                      f"TF32 mma) needs sm_80; build for one such architecture too, "
                      f"e.g. -DCMAKE_CUDA_ARCHITECTURES=\"75;80\"")
         ok = False
+    if any(r.get("needs_sm90a") for r in rules) and "sm_90a" not in archs:
+        lines.append(f"FAIL: {label}: this build has no sm_90a code, and the rung's idea (wgmma, the bulk copy, "
+                     f"mbarriers) exists only in sm_90a code, which CMake builds for this stage when 90 is in the "
+                     f"architecture list; build for it too, e.g. -DCMAKE_CUDA_ARCHITECTURES=\"75;90\"")
+        ok = False
     for r in rules:
-        params = {k: v for k, v in r.items() if k not in ("check", "kernel", "needs_sm80")}
+        params = {k: v for k, v in r.items() if k not in ("check", "kernel", "needs_sm80", "needs_sm90a")}
         what = params.get("what") or WHAT.get(r["check"], r["check"])
         fn_check = CHECKS[r["check"]]
         kwargs = {k: v for k, v in params.items() if k != "what"}
@@ -628,13 +643,14 @@ def apply(functions, rules, label, strict_arch=None):
 
 
 def local_memory(functions, label, strict_arch):
-    """(passed, lines): no LDL/STL in any function on strict_arch; other architectures' local
-    memory is reported as a NOTE (the register budgets are tuned on strict_arch)."""
+    """(passed, lines): no LDL/STL in any function on strict_arch (or its architecture-specific form,
+    sm_90a for sm_90: is_strict); other architectures' local memory is reported as a NOTE (the
+    register budgets are tuned on strict_arch)."""
     lines, ok = [], True
     archs = sorted({f.arch for f in functions}, key=arch_number)
     for arch in archs:
         hits = [(f, i) for f in functions if f.arch == arch for i in f.code if i.base in ("LDL", "STL")]
-        if arch == strict_arch:
+        if is_strict(arch, strict_arch):
             if hits:
                 f, i = hits[0]
                 lines.append(f"FAIL: {label} uses local memory on {arch}: {i.text()}  [in {f.short}]")
@@ -644,7 +660,7 @@ def local_memory(functions, label, strict_arch):
         elif hits:
             lines.append(f"NOTE: {label} has {len(hits)} local-memory instructions (LDL/STL) on {arch}, "
                          f"tuned for {strict_arch}")
-    if strict_arch not in archs:
+    if not any(is_strict(a, strict_arch) for a in archs):
         lines.append(f"NOTE: {label}: no {strict_arch} code in this build, so local memory is reported, not checked")
     return ok, lines
 

@@ -239,6 +239,17 @@ class BuildSources(unittest.TestCase):
         wrapper = (self.tmp / "build" / "src" / "p38_device__geometry.cpp").read_text()
         self.assertIn(f'#include "{track / "device" / "geometry.cpp"}"', wrapper)
 
+    def test_sm90a_where_a_stage_asks(self):
+        """A stage whose rung.json says "build": {"sm_90a": true} gets the extension sm_90a in place of sm_90."""
+        (self.tmp / "15_x").mkdir()
+        (self.tmp / "15_x" / "rung.json").write_text('{"sass": [], "build": {"sm_90a": true}}')
+        hopper = self.b.StageFolder("15", "15_x", self.tmp / "15_x", ())
+        plain = self.b.StageFolder("14", "14_y", self.tmp / "14_y", ())  # no rung.json
+        self.assertEqual([self.b.extension_arch(a, s) for a, s in (("90", [plain, hopper]), ("90", [plain]),
+                                                                   ("80", [hopper]), ("90a", [plain]))],
+                         ["90a", "90", "80", "90a"])
+        self.assertEqual(self.b.torch_arch_list("90a"), "9.0a")
+
     def test_without_the_track(self):
         root = self.tmp / "handout"  # a checkout without tracks/, as a student handout
         root.mkdir()

@@ -11,8 +11,11 @@ edit that no longer applies means the saved code is stale: regenerate it).
 
   python3 scripts/test_technique.py                 the tests (seconds; no GPU, nvcc or cuobjdump)
   python3 scripts/test_technique.py --regenerate    recompile the variants into testdata (nvcc, cuobjdump)
+  python3 scripts/test_technique.py --regenerate 15_wgmma ...   only those rungs' variants (a stage
+                                                    folder or a track rung id); the others' files stay
   LADDER_TECHNIQUE_COMPILE=1 ...                    also compile and check the variants now (sm_90,
-                                                    and sm_75 or sm_80), and grader/fixtures' technique
+                                                    and sm_75 or sm_80; sm_90a alone for a rung whose
+                                                    rules need it), and grader/fixtures' technique
                                                     and valid ("loses: nothing") fixtures (minutes)
   LADDER_TECHNIQUE_BUILD=DIR ...                    also check a build's real objects (default: build,
                                                     when it has stage objects and cuobjdump is found)
@@ -37,7 +40,9 @@ from grader import handout, rung_meta, technique  # noqa: E402
 DATA = os.path.join(ROOT, "scripts", "testdata", "technique")
 # Saved: sm_90 (the tuned GPU) for every rung, and sm_75 (what CI's grader checks build: no TF32
 # mma, no cp.async) for the rungs CI grades. Compiled now (LADDER_TECHNIQUE_COMPILE): sm_90, and
-# sm_80 for the rungs that need it, sm_75 for the others.
+# sm_80 for the rungs that need it, sm_75 for the others. A rung whose rules say "needs_sm90a"
+# (wgmma, the bulk copy: its rung.json builds it for sm_90a in place of sm_90) is saved and
+# compiled for sm_90a alone: no other architecture's code holds its idea.
 CI_RUNGS = ("02_", "03_", "04_", "p38-", "p74-")
 
 
@@ -54,10 +59,18 @@ class Variant:
         key = self.rung if self.rung in technique.TRACK_RULES else self.rung[3:]
         return technique.TRACK_RULES.get(key, technique.STAGE_RULES.get(key))
 
+    @property
+    def sm90a(self):
+        return any(r.get("needs_sm90a") for r in self.rules)
+
     def saved_archs(self):
+        if self.sm90a:
+            return ("sm_90a",)
         return ("sm_90", "sm_75") if self.rung.startswith(CI_RUNGS) else ("sm_90",)
 
     def compile_archs(self):
+        if self.sm90a:
+            return ("sm_90a",)
         return ("sm_90", "sm_80") if any(r.get("needs_sm80") for r in self.rules) else ("sm_90", "sm_75")
 
     def data(self, arch):
@@ -83,7 +96,7 @@ S06, S07, S08, S09 = (stage_file(f) for f in ("06_fused_gather", "07_shared_memo
                                               "09_async_copy"))
 S10, S11, S12, S13 = (stage_file(f) for f in ("10_tensor_cores", "11_three_tf32", "12_pool_before_conv",
                                               "13_single_launch"))
-S14 = stage_file("14_multistage_mma")
+S14, S15 = stage_file("14_multistage_mma"), stage_file("15_wgmma")
 P38, P74 = "tracks/p38_spatial_softmax/rungs", "tracks/p74_backward"
 REDUCE = f"{P74}/device/reduce.cuh"
 MMA_TILE = "stages/lib/mma_tile.cuh"  # mma_tf32, shared by stages 10 and 11
@@ -342,6 +355,50 @@ VARIANTS = [
     cp_async_wait<0>();  // every copy has landed, the later steps' too: nothing overlaps
 """)], ("async_pipeline",), "cp.async waited for at once (wait_group 0): a one-stage pipeline"),
 
+    Variant("15_wgmma", "honest"),
+    Variant("15_wgmma", "rung14_mma_sync", [(S15, """\
+#include "lib/wgmma.cuh"       // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
+""", """\
+#define conv_pool_multistage conv_pool_wgmma  // stage 14's kernel under rung 15's name
+#include "14_multistage_mma/multistage_mma.cu"
+#if 0  // rung 15's own code, left out
+#include "lib/wgmma.cuh"
+"""), (S15, """\
+  d.deterministic = true;
+}
+
+}  // namespace ladder
+""", """\
+  d.deterministic = true;
+}
+
+}  // namespace ladder
+#endif
+""")], ("loop_has",), "stage 14's mma.sync kernel (cp.async for both operands) handed in as rung 15: no HGMMA, "
+                      "no bulk copy"),
+    Variant("15_wgmma", "weights_by_cp_async", [(S15, """\
+  auto load_w = [&](int step) {
+    if (tid != 0) return;
+    const int chunk = step % chunks, slot = step % kRing;
+    const float* w_src = wt_block + int64_t(chunk) * a.g.co_tiles_per_group * weight_floats;
+    mbar_arrive_expect_tx(&wbar[slot], uint32_t(weight_floats * 4));
+    bulk_copy(wring + slot * weight_floats, w_src, uint32_t(weight_floats * 4), &wbar[slot]);
+  };
+""", """\
+  auto load_w = [&](int step) {  // every thread copies 16 bytes at a time with cp.async
+    const int chunk = step % chunks, slot = step % kRing;
+    const float* w_src = wt_block + int64_t(chunk) * a.g.co_tiles_per_group * weight_floats;
+    for (int i = 4 * tid; i < weight_floats; i += 4 * kThreads)
+      cp_async_16_or_zero(wring + slot * weight_floats + i, w_src + i, true);
+  };
+"""), (S15, """\
+    mbar_wait(&wbar[step % kRing], (step / kRing) & 1);  // this step's weights have landed
+""", """\
+    cp_async_wait<0>();  // every group, this step's weights among them
+    fence_proxy_async();
+    __syncthreads();
+""")], ("loop_has",), "the weights copied with cp.async by every thread in place of the bulk copy and its mbarrier"),
+
     Variant("p38-03", "honest"),
     Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree.cu", """\
   for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
@@ -494,14 +551,22 @@ def trim(text, rules):
     return "\n".join(out) + "\n"
 
 
-def regenerate():
+def regenerate(rungs=()):
+    """Recompiles the saved disassemblies: every variant's, or only those of `rungs` (stage folders
+    such as 15_wgmma, track rung ids such as p38-03), leaving the other rungs' files as they are."""
     nvcc, cuobjdump = find_tool("nvcc", "NVCC"), find_tool("cuobjdump", "CUOBJDUMP")
     if not nvcc or not cuobjdump:
         sys.exit("--regenerate needs nvcc and cuobjdump")
+    unknown = set(rungs) - {v.rung for v in VARIANTS}
+    if unknown:
+        sys.exit(f"--regenerate: no variants of {', '.join(sorted(unknown))}")
     os.makedirs(DATA, exist_ok=True)
     for old in glob.glob(os.path.join(DATA, "*.sass.gz")):
-        os.remove(old)
+        if not rungs or os.path.basename(old).split("__")[0] in rungs:
+            os.remove(old)
     for v in VARIANTS:
+        if rungs and v.rung not in rungs:
+            continue
         for arch in v.saved_archs():
             text = trim(compile_variant(v, arch, nvcc, cuobjdump), v.rules)
             with gzip.open(v.data(arch), "wt", encoding="utf-8", compresslevel=9) as f:
@@ -657,6 +722,24 @@ class Model(unittest.TestCase):
                          [False, False, True, True])
         self.assertIn("waits for all of them", check(step_loop("0x0"), min_pending=2)[1])
         self.assertIn("at most 1 group(s) in flight", check(step_loop("0x1"), min_pending=2)[1])
+
+    def test_sm90a_code_counts_as_sm90(self):
+        """A stage built for sm_90a in place of sm_90 (rung.json "build") has its local memory
+        checked there, and rules that need sm_90a fail, saying why, on a build without it."""
+        def code(arch, *instructions):
+            return technique.parse(f"\tarch = {arch}\n\t\tFunction : _Z15conv_pool_wgmmaILi3EEvv\n" + "\n".join(
+                f"        /*{16 * k:04x}*/                   {ins} ;" for k, ins in enumerate(instructions)))
+        spill = ("STL [R1], R2", "EXIT")
+        self.assertFalse(technique.local_memory(code("sm_90a", *spill), "s", "sm_90")[0])
+        self.assertTrue(technique.local_memory(code("sm_80", *spill), "s", "sm_90")[0])  # a NOTE only
+        self.assertFalse(technique.is_strict("sm_100a", "sm_90"))
+        loop = ("SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR6], R4", "UBLKCP.S.G [UR6], [UR4], R5",
+                "BAR.SYNC.DEFER_BLOCKING 0x0", "HGMMA.64x128x8.F32.TF32 R24, gdesc[UR24], R24", "@P0 BRA 0x0", "EXIT")
+        rules = technique.STAGE_RULES["wgmma"]
+        self.assertEqual(technique.apply(code("sm_90a", *loop), rules, "s")[0], True)
+        ok, lines = technique.apply(code("sm_90", *loop), rules, "s")
+        self.assertFalse(ok)
+        self.assertIn("this build has no sm_90a code", lines[0])
 
     def test_mma_products_trace_fragments_to_their_loads(self):
         split = [f"LOP3.LUT R{30 + k}, R{10 + k}, 0xffffe000, RZ, 0xc0, !PT" for k in range(4)]
@@ -815,7 +898,7 @@ class SassCounts(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--regenerate"]:
-        regenerate()
+    if sys.argv[1:2] == ["--regenerate"]:
+        regenerate(sys.argv[2:])
     else:
         unittest.main()

@@ -42,7 +42,8 @@ What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmak
     p74_call.cpp includes "p74_backward/rung.hpp".
 Flags: -O3, -std=c++17 (c++20 from torch 2.12 on, whose headers need it; LADDER_CXX_STD overrides),
 code for the local GPU's architecture only (torch.cuda.get_device_capability, sm_90 where none
-is visible; LADDER_CUDA_ARCH=90a overrides), include dirs csrc/, common/toolkit/, common/model/ and stages/. The architecture
+is visible; LADDER_CUDA_ARCH=90a overrides; sm_90a in place of sm_90 for the whole extension when
+a selected stage's rung.json says "build": {"sm_90a": true}, see extension_arch), include dirs csrc/, common/toolkit/, common/model/ and stages/. The architecture
 goes through TORCH_CUDA_ARCH_LIST (set for the build only): cpp_extension adds -gencode flags of
 its own for every visible GPU whatever extra_cuda_cflags say, so an -arch flag there would
 only be a second, possibly conflicting, target. "9.0" becomes -gencode=arch=compute_90,code=sm_90.
@@ -70,6 +71,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -358,6 +360,20 @@ def cuda_arch(torch) -> str:
     return "90"
 
 
+def needs_sm90a(stage: StageFolder) -> bool:
+    """Whether the stage's rung.json says "build": {"sm_90a": true} (Hopper-only instructions such as
+    wgmma, which exist only in sm_90a code; cmake/Stages.cmake reads the same key)."""
+    meta = stage.path / "rung.json"
+    return meta.is_file() and json.loads(meta.read_text()).get("build", {}).get("sm_90a") is True
+
+
+def extension_arch(arch: str, stages) -> str:
+    """arch, or "90a" in place of "90" when one of the stages needs sm_90a. CMake changes the
+    architecture of that stage alone; cpp_extension compiles every source for one architecture
+    list, so here the whole extension gets sm_90a code, which runs on the same GPUs as sm_90 code."""
+    return "90a" if arch in ("90", "sm_90") and any(needs_sm90a(s) for s in stages) else arch
+
+
 def torch_arch_list(arch: str) -> str:
     """"90" -> "9.0", "90a" -> "9.0a", "100" -> "10.0": TORCH_CUDA_ARCH_LIST's spelling."""
     m = re.match(r"^(?:sm_)?(\d+)(\d)([a-z]?)$", arch)
@@ -468,7 +484,7 @@ def load_extension(stages=None, verbose: bool = False, build_dir=None, with_p38:
     build.mkdir(parents=True, exist_ok=True)
     sources = wrapper_sources(selected, build, with_p38=with_p38, with_p74=with_p74)
     std = cxx_standard(torch)
-    arch = cuda_arch(torch)
+    arch = extension_arch(cuda_arch(torch), selected)
     includes = [str(CSRC), *(str(REPO_ROOT / "common" / part) for part in COMMON_PARTS), str(REPO_ROOT / "stages")]
     if with_p38 or with_p74:  # "common/toolkit/cuda_check.hpp" from the root; "p38_spatial_softmax/...", "p74_backward/..."
         includes += [str(REPO_ROOT), str(REPO_ROOT / "tracks")]
