@@ -357,12 +357,12 @@ VARIANTS = [
 
     Variant("15_wgmma", "honest"),
     Variant("15_wgmma", "rung14_mma_sync", [(S15, """\
-#include "lib/wgmma.cuh"       // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
+#include "wgmma.cuh"           // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
 """, """\
 #define conv_pool_multistage conv_pool_wgmma  // stage 14's kernel under rung 15's name
 #include "14_multistage_mma/multistage_mma.cu"
 #if 0  // rung 15's own code, left out
-#include "lib/wgmma.cuh"
+#include "wgmma.cuh"
 """), (S15, """\
   d.deterministic = true;
 }

@@ -20,7 +20,7 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "lib/fused_partials.cuh"
-#include "lib/mma_tile.cuh"  // the tile, the kernel's arguments, cp.async, mma_tf32, channel_slot
+#include "lib/mma_tile.cuh"  // the tile, the kernel's arguments, cp.async, mma_tf32, tf32_bits, channel_slot
 #include "lib/register_stage.hpp"
 #include "todo.cuh"
 
@@ -28,18 +28,6 @@ namespace ladder {
 namespace {
 
 // ---- stage 11 kernels: begin ---------------------------------------------------------------
-
-/// x rounded to TF32, to nearest with ties away from zero (cvt.rna; PTX ISA, "cvt"), as the
-/// 32-bit register an mma operand takes: x's FP32 encoding with the low 13 mantissa bits zero.
-__device__ inline uint32_t tf32_bits(float x) {
-#if LADDER_HAS_TF32_MMA
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-#else
-  return __float_as_uint(x);
-#endif
-}
 
 /// The 3xTF32 split of two FP32 values (bit patterns in v): big = tf32(v), small = tf32(v - big).
 /// big + small equals v to about 2^-22 relative (common/toolkit/tf32.hpp emulates it: split_tf32).

@@ -12,7 +12,7 @@
 //  - finish:    as in stage 14 (lib/fused_partials.cuh).
 // wgmma exists only in sm_90a code: CMake builds this stage so when 90 is in the architecture
 // list, and every other GPU (Blackwell included) or build takes the general FP32 path and says so.
-// This file holds the stage's kernels; the instructions are lib/wgmma.cuh, the tile
+// This file holds the stage's kernels; the instructions are common/toolkit/wgmma.cuh, the tile
 // lib/wgmma_tile.cuh and the host half lib/wgmma_host.cuh.
 #include <algorithm>
 #include <cstdint>
@@ -24,7 +24,7 @@
 #include "device.hpp"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
-#include "lib/wgmma.cuh"       // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
+#include "wgmma.cuh"           // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
 #include "lib/wgmma_tile.cuh"  // the tile, the rings, the kernel's arguments
 #include "todo.cuh"
 
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
     fence_proxy_async();
   };
 
-  float acc[kWgRows][64];
+  float acc[kWgRows][64];  // read by the wgmma's "+f" operands; a tile's first wgmma ignores them (scale-d 0)
 #pragma unroll
   for (int r = 0; r < kWgRows; ++r)
 #pragma unroll
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
   }
   __syncthreads();
   if (steps > 0) load_w(0);
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < kRing; ++s) {
     if (s < steps) load_x(s);
     cp_async_commit();
   }
@@ -203,40 +203,40 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
   }
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     for (int c = 0; c < chunks; ++c) {
-    const int step = (tile - tile_begin) * chunks + c;
-    cp_async_wait<1>();  // this thread's copies of x step+1 have landed
-    __syncthreads();     // everyone's, and every transpose; wgmma step-2 done by both warpgroups
-    if (step + 1 < steps) load_w(step + 1);  // slot of step-2
-    if (step + 3 < steps) load_x(step + 3);  // slot of step, transposed last step
-    cp_async_commit();
-    const uint32_t kb_addr = smem_addr(kbuf + (step % kRing) * kbuf_floats);
-    const uint32_t ws_addr = smem_addr(wring + (step % kRing) * weight_floats);
-    const bool first = c == 0;  // a new tile: the first wgmma overwrites the accumulators
-    mbar_wait(&wbar[step % kRing], (step / kRing) & 1);  // this step's weights have landed
-    wgmma_fence();
-    for (int kh = 0; kh < p.kernel_h; ++kh) {
-      const int row_shift = (p.kernel_h - 1 - kh) * p.dilation_h;
+      const int step = (tile - tile_begin) * chunks + c;
+      cp_async_wait<1>();  // this thread's copies of x step+1 have landed
+      __syncthreads();     // everyone's, and every transpose; wgmma step-2 done by both warpgroups
+      if (step + 1 < steps) load_w(step + 1);  // slot of step-2
+      if (step + 3 < steps) load_x(step + 3);  // slot of step, transposed last step
+      cp_async_commit();
+      const uint32_t kb_addr = smem_addr(kbuf + (step % kRing) * kbuf_floats);
+      const uint32_t ws_addr = smem_addr(wring + (step % kRing) * weight_floats);
+      const bool first = c == 0;  // a new tile: the first wgmma overwrites the accumulators
+      mbar_wait(&wbar[step % kRing], (step / kRing) & 1);  // this step's weights have landed
+      wgmma_fence();
+      for (int kh = 0; kh < p.kernel_h; ++kh) {
+        const int row_shift = (p.kernel_h - 1 - kh) * p.dilation_h;
 #pragma unroll
-      for (int kw = 0; kw < KW; ++kw) {
-        // BEGIN SOLUTION
-        // STUB: if (step == 0 && kh == 0 && kw == 0) ladder_todo("conv_pool_wgmma, the step's wgmma: bd, the B descriptor of tap (kh, kw)'s weights (start ws_addr + (kh * KW + kw) * 2 * kWgCo * 16 bytes, leading byte offset b_lbo, stride byte offset 128); then, in the loop over the warpgroup's kWgRows m64 rows r below, the A descriptor (start kb_addr + ((wg * kWgRows + r + row_shift) * kKPitch + KW-1-kw) * 16 bytes, a_lbo, 128) and wgmma_m64n128k8(acc[r], A, bd, ...), accumulating except at a tile's first tap");
-        // STUB: const uint64_t bd = 0;
-        const uint64_t bd = wgmma_desc(ws_addr + uint32_t((kh * KW + kw) * 2 * kWgCo * 16), b_lbo, 128);
-        // END SOLUTION
-#pragma unroll
-        for (int r = 0; r < kWgRows; ++r) {
+        for (int kw = 0; kw < KW; ++kw) {
           // BEGIN SOLUTION
-          // STUB: ladder_unused(kb_addr, ws_addr, first, a_lbo, b_lbo, bd, row_shift);
-          const int prow = wg * kWgRows + r + row_shift;
-          const uint64_t ad = wgmma_desc(kb_addr + uint32_t((prow * kKPitch + (KW - 1 - kw)) * 16), a_lbo, 128);
-          wgmma_m64n128k8(acc[r], ad, bd, !first || kh > 0 || kw > 0);
+          // STUB: if (step == 0 && kh == 0 && kw == 0) ladder_todo("conv_pool_wgmma, the step's wgmma: bd, the B descriptor of tap (kh, kw)'s weights (start ws_addr + (kh * KW + kw) * 2 * kWgCo * 16 bytes, leading byte offset b_lbo, stride byte offset 128); then, in the loop over the warpgroup's kWgRows m64 rows r below, the A descriptor (start kb_addr + ((wg * kWgRows + r + row_shift) * kKPitch + KW-1-kw) * 16 bytes, a_lbo, 128) and wgmma_m64n128k8(acc[r], A, bd, ...), accumulating except at a tile's first tap");
+          // STUB: const uint64_t bd = 0;
+          const uint64_t bd = wgmma_desc(ws_addr + uint32_t((kh * KW + kw) * 2 * kWgCo * 16), b_lbo, 128);
           // END SOLUTION
+#pragma unroll
+          for (int r = 0; r < kWgRows; ++r) {
+            // BEGIN SOLUTION
+            // STUB: ladder_unused(kb_addr, ws_addr, first, a_lbo, b_lbo, bd, row_shift);
+            const int prow = wg * kWgRows + r + row_shift;
+            const uint64_t ad = wgmma_desc(kb_addr + uint32_t((prow * kKPitch + (KW - 1 - kw)) * 16), a_lbo, 128);
+            wgmma_m64n128k8(acc[r], ad, bd, !first || kh > 0 || kw > 0);
+            // END SOLUTION
+          }
         }
       }
-    }
-    wgmma_commit();
-    if (step + 1 < steps) transpose(step + 1);  // into the K-major buffer of step-2
-    wgmma_wait<1>();  // wgmma step-1 done; step's may still run
+      wgmma_commit();
+      if (step + 1 < steps) transpose(step + 1);  // into the K-major buffer of step-2
+      wgmma_wait<1>();  // wgmma step-1 done; step's may still run
     }
     {  // the tile is complete: pool its in-range pixels from the accumulators
       wgmma_wait<0>();

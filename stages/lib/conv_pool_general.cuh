@@ -9,9 +9,9 @@
 
 #include "conv_params.hpp"
 #include "cuda_check.hpp"
-#include "fused_partials.cuh"
+#include "lib/fused_partials.cuh"
 #include "stage.hpp"
-#include "warp_reduce.cuh"
+#include "lib/warp_reduce.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.

@@ -13,7 +13,7 @@
 #include "cuda_check.hpp"
 #include "logsumexp.hpp"
 #include "stage.hpp"
-#include "warp_reduce.cuh"
+#include "lib/warp_reduce.cuh"
 
 namespace ladder {
 // Internal linkage, as for the conv kernel: each including stage compiles its own copy.
@@ -90,6 +90,10 @@ __device__ inline int part_begin(const FusedGrid& g, int part) {
 inline size_t partials_bytes(const Problem& p, int parts) {
   return size_t(p.batch) * size_t(parts) * size_t(p.out_channels) * sizeof(float);
 }
+
+/// partials_bytes rounded up to 256 bytes: where a stage's workspace puts what follows the
+/// partials (the tensor-core stages' laid-out weights, which 16-byte copies read).
+inline size_t aligned_partials_bytes(const Problem& p, int parts) { return (partials_bytes(p, parts) + 255) / 256 * 256; }
 
 /// Where block (n, part) writes channel co (absolute, 0 .. Cout-1) of its partial sums.
 __device__ inline float* partial_slot(float* partials, const FusedGrid& g, int64_t n, int part,

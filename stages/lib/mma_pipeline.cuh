@@ -7,7 +7,7 @@
 
 #include "conv_params.hpp"
 #include "lib/fused_partials.cuh"  // FusedGrid
-#include "lib/mma_tile.cuh"        // kThreads, kTileRows/Cols, kCiChunk, mma_tf32, channel_slot
+#include "lib/mma_tile.cuh"        // kThreads, kTileRows/Cols, kCiChunk, mma_tf32, tf32_bits, channel_slot
 
 namespace ladder {
 namespace {  // internal linkage: each including stage compiles its own copy
@@ -52,38 +52,6 @@ struct PipelineArgs {
   int stages;       ///< pipeline stages, 2 .. kMaxStages
   int vec16;        ///< x 16-byte aligned and in_w % 4 == 0: 16-byte copies; else 4-byte ones
 };
-
-/// 16-byte asynchronous copy global -> shared that writes zeros instead when `valid` is false
-/// (src-size 0: nothing is read). Below sm_80, a plain copy.
-__device__ inline void cp_async_16_or_zero(float* smem_dst, const float* gmem_src, bool valid) {
-#if LADDER_HAS_CP_ASYNC
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(valid ? 16 : 0)
-               : "memory");
-#else
-  *reinterpret_cast<float4*>(smem_dst) = valid ? *reinterpret_cast<const float4*>(gmem_src) : float4{};
-#endif
-}
-
-/// Waits until at most `pending` (0 .. kMaxStages - 2, uniform) of this thread's copy groups are
-/// in flight: cp.async.wait_group takes an immediate, so one branch per count.
-__device__ inline void cp_async_wait_dynamic(int pending) {
-  if (pending >= 2) cp_async_wait<2>();
-  else if (pending == 1) cp_async_wait<1>();
-  else cp_async_wait<0>();
-}
-
-/// x rounded to TF32, to nearest with ties away from zero (cvt.rna; PTX ISA, "cvt"), as raw bits
-/// for an mma operand register. common/toolkit/tf32.hpp emulates it.
-__device__ inline uint32_t tf32_bits(float x) {
-#if LADDER_HAS_TF32_MMA
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-#else
-  return __float_as_uint(x);
-#endif
-}
 
 }  // namespace
 }  // namespace ladder

@@ -32,16 +32,8 @@ struct PipelinePlan {
   FusedGrid g{};
 };
 
-/// Whether the code that runs on this device has TF32 mma (compiled for compute_80 or newer;
-/// PTX JIT-compiled from an older architecture counts as old). Throws CudaError.
-bool pipeline_tensor_cores_here() {
-#ifdef LADDER_NO_TF32_MMA
-  return false;  // a test build: the path an sm_75 build takes, on any GPU
-#endif
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, conv_pool_multistage<3, 3, WideTile>));
-  return attr.ptxVersion >= 80;
-}
+/// Whether the code that runs on this device has TF32 mma (tf32_mma_in). Throws CudaError.
+bool pipeline_tensor_cores_here() { return tf32_mma_in(conv_pool_multistage<3, 3, WideTile>); }
 
 /// Floats of one pipeline stage: the x patch (8 planes) and one step's weights.
 int64_t pipeline_stage_floats(int64_t plane, int64_t taps, int64_t co_tile) {
@@ -55,9 +47,8 @@ PipelinePlan make_pipeline_plan(const Problem& pr) {
   const int64_t taps = pr.kernel_size.h * pr.kernel_size.w;
   q.narrow = pr.out_per_group() <= NarrowTile::kCoTile;
   q.co_tile = q.narrow ? NarrowTile::kCoTile : WideTile::kCoTile;
-  const int64_t shift = ((pr.padding.w - (pr.kernel_size.w - 1)) % 4 + 4) % 4;  // iw0 - the aligned column below
-  const int64_t vec_cols = ceil_div(shift + kTileCols + pr.kernel_size.w - 1, 4);
-  const int64_t pitch = 4 * vec_cols;
+  const AlignedPatchRow row = aligned_patch_row(pr.padding.w, pr.kernel_size.w, kTileCols);
+  const int64_t pitch = 4 * row.vectors;
   const int64_t plane = rows * pitch + (8 - rows * pitch % 32 + 32) % 32;  // 8 mod 32: conflict-free A loads
   const int64_t stage_bytes = int64_t(sizeof(float)) * pipeline_stage_floats(plane, taps, q.co_tile);
   // The opt-in limit covers dynamic and static shared memory together: keep 4 KiB for the
@@ -74,8 +65,8 @@ PipelinePlan make_pipeline_plan(const Problem& pr) {
   q.unrolled_3x3 = pr.kernel_size.h == 3 && pr.kernel_size.w == 3 && pr.dilation.h == 1;
   q.patch_rows = int(rows);
   q.plane = int(plane);
-  q.shift = int(shift);
-  q.vec_cols = int(vec_cols);
+  q.shift = row.shift;
+  q.vec_cols = row.vectors;
   q.pitch = int(pitch);
   q.stages = int(stages);
   q.smem_bytes = size_t(stages * stage_bytes);
@@ -95,17 +86,12 @@ int64_t pipeline_layout_floats(const Problem& p, const PipelinePlan& q) {
          p.kernel_size.w * q.co_tile * kCiChunk;
 }
 
-/// Bytes of the partials, rounded up so the laid-out weights after them are 256-byte aligned.
-size_t pipeline_partials_span(const Problem& p, const PipelinePlan& q) {
-  return (partials_bytes(p, q.g.parts) + 255) / 256 * 256;
-}
-
 /// Workspace: the partial sums (N, parts, Cout) fp32, then on the fast path the laid-out weights
 /// (groups * ceil(Cin/g / 8) * co tiles * kH * kW * co_tile * 8 fp32; 295 KB at the KernelBench size).
 size_t pipeline_workspace_bytes(const Problem& p) {
   const PipelinePlan q = make_pipeline_plan(p);
   if (!q.fast) return partials_bytes(p, q.g.parts);
-  return pipeline_partials_span(p, q) + size_t(pipeline_layout_floats(p, q)) * sizeof(float);
+  return aligned_partials_bytes(p, q.g.parts) + size_t(pipeline_layout_floats(p, q)) * sizeof(float);
 }
 
 /// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
@@ -147,7 +133,7 @@ void run_pipeline(const GpuStageArgs& a) {
     launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
   } else {
     const ConvParams cp = conv_params(p);
-    float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + pipeline_partials_span(p, q));
+    float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + aligned_partials_bytes(p, q.g.parts));
     const int64_t total = pipeline_layout_floats(p, q);
     tf32_weight_tiles<<<blocks_for(total, kThreads, "tf32_weight_tiles"), kThreads, 0, a.stream>>>(
         cp, a.in.weight, wt, int(ceil_div(p.in_per_group(), kCiChunk)), q.g.co_tiles_per_group, q.co_tile, total);
@@ -165,13 +151,7 @@ void run_pipeline(const GpuStageArgs& a) {
 }
 
 /// Says when no tensor core runs: below sm_80, or code JIT-compiled from an older PTX.
-std::string pipeline_device_note() {
-  if (pipeline_tensor_cores_here()) return "";
-#ifdef LADDER_NO_TF32_MMA
-  return "built with LADDER_NO_TF32_MMA: every problem takes the general FP32 path";
-#endif
-  return "TF32 mma needs code for sm_80 or newer: every problem takes the general FP32 path";
-}
+std::string pipeline_device_note() { return pipeline_tensor_cores_here() ? "" : no_tf32_mma_note("TF32 mma"); }
 
 }  // namespace
 }  // namespace ladder

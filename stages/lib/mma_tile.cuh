@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "conv_params.hpp"
+#include "cuda_check.hpp"
 #include "lib/cp_async.cuh"       // stage 09's copies, and the 16-byte one of the weights
 #include "lib/fused_partials.cuh"  // FusedGrid
 
@@ -73,6 +75,46 @@ __device__ inline void mma_tf32(float (&d)[4], const uint2& a_lo, const uint2& a
 #else
   __trap();  // the plan never launches the tiled kernel below sm_80 (tensor_cores_here)
   (void)d, (void)a_lo, (void)a_hi, (void)b;
+#endif
+}
+
+/// x rounded to TF32, to nearest with ties away from zero (cvt.rna; PTX ISA, "cvt"), as the 32-bit
+/// register an mma operand takes: x's FP32 encoding with the low 13 mantissa bits zero. Below
+/// sm_80, x unchanged (no tensor core runs there). common/toolkit/tf32.hpp emulates it.
+__device__ inline uint32_t tf32_bits(float x) {
+#if LADDER_HAS_TF32_MMA
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+#else
+  return __float_as_uint(x);
+#endif
+}
+
+/// Whether `kernel`'s code on this device has TF32 mma: it was compiled for compute_80 or newer
+/// (the kernel's ptxVersion, so a newer GPU running PTX JIT-compiled from an older architecture
+/// counts as old). Built with LADDER_NO_TF32_MMA (a test), false: the path an sm_75 build takes,
+/// on any GPU. Throws CudaError.
+template <typename Kernel>
+bool tf32_mma_in(Kernel kernel) {
+#ifdef LADDER_NO_TF32_MMA
+  (void)kernel;
+  return false;
+#else
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  return attr.ptxVersion >= 80;
+#endif
+}
+
+/// What a tensor-core stage says when its kernel has no TF32 mma here (`what`: the stage's
+/// arithmetic, e.g. "TF32 mma"): every problem then takes the general FP32 path.
+inline std::string no_tf32_mma_note(const char* what) {
+#ifdef LADDER_NO_TF32_MMA
+  (void)what;
+  return "built with LADDER_NO_TF32_MMA: every problem takes the general FP32 path";
+#else
+  return std::string(what) + " needs code for sm_80 or newer: every problem takes the general FP32 path";
 #endif
 }
 

@@ -32,17 +32,8 @@ struct Plan {
   FusedGrid g{};
 };
 
-/// Whether the code that runs on this device has TF32 mma: it was compiled for compute_80 or
-/// newer (the kernel's ptxVersion, so a newer GPU running PTX JIT-compiled from an older
-/// architecture counts as old). Throws CudaError.
-bool tensor_cores_here() {
-#ifdef LADDER_NO_TF32_MMA
-  return false;  // a test build: the path an sm_75 build takes, on any GPU
-#endif
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, conv_pool_tensor_cores<3>));
-  return attr.ptxVersion >= 80;
-}
+/// Whether the code that runs on this device has TF32 mma (tf32_mma_in). Throws CudaError.
+bool tensor_cores_here() { return tf32_mma_in(conv_pool_tensor_cores<3>); }
 
 Plan make_plan(const Problem& pr) {
   pr.validate();
@@ -75,16 +66,13 @@ int64_t layout_floats(const Problem& p, const Plan& q) {
          p.kernel_size.w * kCoTile * kCiChunk;
 }
 
-/// Bytes of the partials, rounded up so the laid-out weights after them are 256-byte aligned.
-size_t partials_span(const Problem& p, const Plan& q) { return (partials_bytes(p, q.g.parts) + 255) / 256 * 256; }
-
 /// Workspace: the partial sums (N, parts, Cout) fp32 as in stages 06-09, then on the fast path
 /// the laid-out weights: (groups * ceil(Cin/g / 8) * ceil(Cout/g / 128) * kH * kW * 1024) fp32,
 /// 295 KB at the KernelBench size.
 size_t workspace_bytes(const Problem& p) {
   const Plan q = make_plan(p);
   if (!q.fast) return partials_bytes(p, q.g.parts);
-  return partials_span(p, q) + size_t(layout_floats(p, q)) * sizeof(float);
+  return aligned_partials_bytes(p, q.g.parts) + size_t(layout_floats(p, q)) * sizeof(float);
 }
 
 /// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
@@ -117,7 +105,7 @@ void run_mma_tile(const GpuStageArgs& a, WeightLayoutKernel weight_layout, const
     launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
   } else {
     const ConvParams cp = conv_params(p);
-    float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + partials_span(p, q));
+    float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + aligned_partials_bytes(p, q.g.parts));
     const int64_t total = layout_floats(p, q);
     weight_layout<<<blocks_for(total, kThreads, layout_name), kThreads, 0, a.stream>>>(
         cp, a.in.weight, wt, int(ceil_div(p.in_per_group(), kCiChunk)), q.g.co_tiles_per_group, total);
@@ -135,13 +123,7 @@ void run_mma_tile(const GpuStageArgs& a, WeightLayoutKernel weight_layout, const
 
 /// Says when no tensor core runs (`what`: the stage's arithmetic, "TF32 mma"): below sm_80, or
 /// code JIT-compiled from an older PTX.
-std::string mma_tile_device_note(const char* what) {
-  if (tensor_cores_here()) return "";
-#ifdef LADDER_NO_TF32_MMA
-  return "built with LADDER_NO_TF32_MMA: every problem takes the general FP32 path";
-#endif
-  return std::string(what) + " needs code for sm_80 or newer: every problem takes the general FP32 path";
-}
+std::string mma_tile_device_note(const char* what) { return tensor_cores_here() ? "" : no_tf32_mma_note(what); }
 
 }  // namespace
 }  // namespace ladder

@@ -15,7 +15,7 @@
 #include "lib/conv_pool_general.cuh"
 #include "lib/fused_partials.cuh"
 #include "lib/kernel_width.cuh"  // ceil_div, with_kernel_width
-#include "lib/wgmma.cuh"
+#include "wgmma.cuh"
 #include "lib/wgmma_tile.cuh"
 
 namespace ladder {
@@ -87,8 +87,9 @@ WgmmaPlan make_wgmma_plan(const Problem& pr) {
   }
   q.kernel_w = int(pr.kernel_size.w);
   q.patch_rows = int(rows);
-  q.shift = int(((pr.padding.w - (pr.kernel_size.w - 1)) % 4 + 4) % 4);
-  q.vec_cols = int(ceil_div(q.shift + kOutCols + pr.kernel_size.w - 1, 4));
+  const AlignedPatchRow row = aligned_patch_row(pr.padding.w, pr.kernel_size.w, kOutCols);
+  q.shift = row.shift;
+  q.vec_cols = row.vectors;
   q.smem_bytes = size_t(bytes);
   q.tiles_w = int(ceil_div(pr.out_w(), kOutCols));
   const int64_t units = ceil_div(pr.out_h(), kOutRows) * q.tiles_w;
@@ -106,18 +107,12 @@ int64_t wgmma_layout_floats(const Problem& p, const WgmmaPlan& q) {
          p.kernel_size.w * kWgCo * kCiChunk;
 }
 
-/// Bytes of the partials, rounded up so the laid-out weights after them are 256-byte aligned
-/// (the bulk copy needs 16).
-size_t wgmma_partials_span(const Problem& p, const WgmmaPlan& q) {
-  return (partials_bytes(p, q.g.parts) + 255) / 256 * 256;
-}
-
 /// Workspace: the partial sums (N, parts, Cout) fp32, then on the fast path the laid-out weights
 /// (groups * ceil(Cin/g / 8) * co tiles * kH * kW * 128 * 8 fp32; 295 KB at the KernelBench size).
 size_t wgmma_workspace_bytes(const Problem& p) {
   const WgmmaPlan q = make_wgmma_plan(p);
   if (!q.fast) return partials_bytes(p, q.g.parts);
-  return wgmma_partials_span(p, q) + size_t(wgmma_layout_floats(p, q)) * sizeof(float);
+  return aligned_partials_bytes(p, q.g.parts) + size_t(wgmma_layout_floats(p, q)) * sizeof(float);
 }
 
 /// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
@@ -150,7 +145,7 @@ void run_wgmma(const GpuStageArgs& a) {
     launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
   } else {
     const ConvParams cp = conv_params(p);
-    float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + wgmma_partials_span(p, q));
+    float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + aligned_partials_bytes(p, q.g.parts));
     const int64_t total = wgmma_layout_floats(p, q);
     tf32_weight_kmajor<<<blocks_for(total, kThreads, "tf32_weight_kmajor"), kThreads, 0, a.stream>>>(
         cp, a.in.weight, wt, int(ceil_div(p.in_per_group(), kCiChunk)), q.g.co_tiles_per_group, total);

@@ -5,8 +5,9 @@
 #include <cstdint>
 
 #include "conv_params.hpp"
+#include "lib/cp_async.cuh"        // 16-byte zero-filling cp.async
 #include "lib/fused_partials.cuh"  // FusedGrid
-#include "lib/mma_pipeline.cuh"    // kThreads, kCiChunk, kMaxKernelW, cp.async with zero fill, tf32_bits
+#include "lib/mma_tile.cuh"        // kThreads, kCiChunk, kMaxKernelW, tf32_bits
 
 namespace ladder {
 namespace {  // internal linkage: each including stage compiles its own copy

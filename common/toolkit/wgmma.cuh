@@ -1,14 +1,15 @@
-// Hopper's asynchronous tensor-core and copy instructions, as the wgmma rung (15) uses them:
+// Hopper's asynchronous tensor-core and copy instructions, as the wgmma rung (15) and the
+// wgmma_peak program use them:
 // shared-memory matrix descriptors, wgmma.mma_async (TF32, m64n128k8) with its fence, commit and
 // wait, mbarriers with transaction counts, the bulk copy (TMA without a tensor map) and the proxy
 // fence. All of it exists only in code compiled for sm_90a (LADDER_HAS_WGMMA); elsewhere each
-// helper traps, and the host takes another path (lib/wgmma_host.cuh: wgmma_here()).
+// helper traps, and the host takes another path (stages/lib/wgmma_host.cuh: wgmma_here()).
 #pragma once
 
 #include <cstdint>
 
 namespace ladder {
-namespace {  // internal linkage: each including stage compiles its own copy
+namespace {  // internal linkage: each including program compiles its own copy
 
 // wgmma and its companions are sm_90a features: __CUDA_ARCH_FEAT_SM90_ALL is defined only when
 // nvcc compiles for sm_90a (CMake does so for this rung whenever 90 is in the architecture list).
