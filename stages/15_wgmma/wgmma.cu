@@ -277,6 +277,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
 
 // ---- stage 15 kernels: end -----------------------------------------------------------------
 
+constexpr WgmmaOperands kOperands{1, kRing};  // TF32-rounded operands, three-slot rings
+
 }  // namespace
 }  // namespace ladder
 

@@ -1,7 +1,7 @@
-// The host half of the wgmma rung (15): whether this device runs the stage's wgmma code, the
+// The host half of the wgmma rungs (15, 16): whether this device runs the stage's wgmma code, the
 // launch plan, the workspace, the opt-in to more than 48 KB of shared memory, and the launches.
-// The including stage defines its kernels first: tf32_weight_kmajor and
-// `template <int KW> __global__ void conv_pool_wgmma(WgmmaArgs)`.
+// The including stage defines first `constexpr WgmmaOperands kOperands` (lib/wgmma_tile.cuh) and
+// its kernels: tf32_weight_kmajor and `template <int KW> __global__ void conv_pool_wgmma(WgmmaArgs)`.
 #pragma once
 
 #include <algorithm>
@@ -66,9 +66,11 @@ struct WgmmaPlan {
   FusedGrid g{};
 };
 
-/// Bytes of one ring slot of each kind together: one step's weights, x staging and K-major x.
+/// Bytes of one ring slot of each kind together: one step's weights, x staging and K-major x,
+/// the weights and K-major x once per operand part (kOperands.parts).
 int64_t wgmma_slot_bytes(int64_t rows, int64_t taps) {
-  return int64_t(sizeof(float)) * (taps * 2 * kWgCo * 4 + kCiChunk * rows * kStagePitch + 2 * rows * kKPitch * 4);
+  return int64_t(sizeof(float)) *
+         (kOperands.parts * (taps * 2 * kWgCo * 4 + 2 * rows * kKPitch * 4) + kCiChunk * rows * kStagePitch);
 }
 
 WgmmaPlan make_wgmma_plan(const Problem& pr) {
@@ -76,8 +78,8 @@ WgmmaPlan make_wgmma_plan(const Problem& pr) {
   WgmmaPlan q;
   const int64_t rows = kOutRows + (pr.kernel_size.h - 1) * pr.dilation.h;
   const int64_t taps = pr.kernel_size.h * pr.kernel_size.w;
-  const int64_t bytes = kRing * wgmma_slot_bytes(rows, taps);
-  const int64_t static_bytes = 8 * 1024;  // warp_pool and the mbarriers, with room to spare
+  const int64_t bytes = kOperands.ring * wgmma_slot_bytes(rows, taps);
+  const int64_t static_bytes = kWgStaticBytes;
   q.fast = pr.stride.h == 1 && pr.stride.w == 1 && pr.dilation.w == 1 && pr.kernel_size.w <= kMaxKernelW &&
            rows <= kMaxWgPatchRows && bytes + static_bytes <= int64_t(shared_memory_per_block_limit()) &&
            wgmma_here();
@@ -101,14 +103,15 @@ WgmmaPlan make_wgmma_plan(const Problem& pr) {
   return q;
 }
 
-/// Floats of the laid-out weights (tf32_weight_kmajor) of a fast plan.
+/// Floats of the laid-out weights (tf32_weight_kmajor) of a fast plan, every operand part.
 int64_t wgmma_layout_floats(const Problem& p, const WgmmaPlan& q) {
-  return int64_t(p.groups) * ceil_div(p.in_per_group(), kCiChunk) * q.g.co_tiles_per_group * p.kernel_size.h *
-         p.kernel_size.w * kWgCo * kCiChunk;
+  return int64_t(kOperands.parts) * p.groups * ceil_div(p.in_per_group(), kCiChunk) * q.g.co_tiles_per_group *
+         p.kernel_size.h * p.kernel_size.w * kWgCo * kCiChunk;
 }
 
 /// Workspace: the partial sums (N, parts, Cout) fp32, then on the fast path the laid-out weights
-/// (groups * ceil(Cin/g / 8) * co tiles * kH * kW * 128 * 8 fp32; 295 KB at the KernelBench size).
+/// (kOperands.parts * groups * ceil(Cin/g / 8) * co tiles * kH * kW * 128 * 8 fp32; 295 KB per
+/// part at the KernelBench size).
 size_t wgmma_workspace_bytes(const Problem& p) {
   const WgmmaPlan q = make_wgmma_plan(p);
   if (!q.fast) return partials_bytes(p, q.g.parts);

@@ -1,4 +1,4 @@
-// The tile of the wgmma rung (15): 4 output rows x 64 columns x 128 channels per block, two
+// The tile of the wgmma rungs (15, 16): 4 output rows x 64 columns x 128 channels per block, two
 // warpgroups of two m64 rows each, the shared-memory rings and the kernel's arguments.
 #pragma once
 
@@ -21,6 +21,15 @@ constexpr int kStagePitch = 72;                   // x staging row: 18 vectors o
 constexpr int kKPitch = kOutCols + kMaxKernelW - 1;  // K-major patch columns (68)
 constexpr int kRing = 3;                          // slots of each ring: weights, x staging, K-major x
 constexpr int kMaxWgPatchRows = 32;
+constexpr int64_t kWgStaticBytes = sizeof(float) * kWarps * kWgCo + 1024;  // warp_pool, mbarriers, spare
+
+/// What a wgmma stage keeps in a ring slot, and how many slots: the host half (lib/wgmma_host.cuh)
+/// sizes the shared memory and the laid-out weights from it. parts 1: the TF32-rounded operands
+/// (15); parts 2: each operand's big and small TF32 parts side by side (3xTF32, 16).
+struct WgmmaOperands {
+  int parts;
+  int ring;
+};
 
 /// The wgmma kernel's arguments, by value. x (N, Cin, H, W), partials (N, g.parts, Cout), fp32; wt
 /// the weights as tf32_weight_kmajor writes them.
