@@ -4,8 +4,9 @@
     python3 scripts/compare_pytorch.py --stages 09,10,11,12,13              # or by name: async_copy,tensor_cores,...
     python3 scripts/compare_pytorch.py --small --stages 01,06 --json /tmp/cmp.json
 
-Default stages: vectorized_loads, async_copy, tensor_cores, three_tf32, pool_before_conv,
-single_launch (05, 09, 10, 11, 12, 13); the targets of step 6 need 09, 10 and 11.
+Default stages, by name: vectorized_loads, async_copy, tensor_cores, three_tf32, pool_before_conv,
+single_launch, multistage_mma, wgmma, three_tf32_wgmma (05, 09 .. 16); a name without a stage folder
+is skipped with a note. The targets of step 6 need 09, 10, 11, 14, 15 and 16.
 
 1. Builds the reference Model, the problem's PyTorch code unchanged (nn.ConvTranspose2d, mean,
    + bias, logsumexp, sum, * 10; docs/problem.md), at KernelBench's sizes (batch 16, 64 -> 128
@@ -40,9 +41,24 @@ single_launch (05, 09, 10, 11, 12, 13); the targets of step 6 need 09, 10 and 11
 4. Times, with CUDA events around each call, L2 flushed before each repetition (a write of twice
    the L2 size), after warm-up, median of --reps, all under torch.no_grad(): eager (TF32 conv,
    the default), eager with TF32 off, cuDNN's ConvTranspose2d alone (the Model's conv_transpose
-   module on x, TF32 allowed and TF32 off: kinds "convt_tf32", "convt_fp32"), torch.compile
-   (failures are reported, the run goes on), each stage (its timing names it in "stage": "10"),
-   and ModelNew. Prints a table with the ratios and writes --json.
+   module on x, TF32 allowed and TF32 off: kinds "convt_tf32", "convt_fp32"; and in channels_last
+   with TF32 allowed, kind "convt_tf32_cl": a deep copy of the module converted with
+   .to(memory_format=torch.channels_last) on x converted once, untimed), cuDNN's convolution kernel
+   itself (kind "cudnn_kernel", below), torch.compile (failures are reported, the run goes on),
+   each stage (its timing names it in "stage": "10"), and ModelNew. Prints a table with the ratios
+   and writes --json.
+   cudnn_kernel: the channels_last TF32 call, after warm-up, --reps times, each call in its own
+   torch.profiler session (activities CPU and CUDA: the session fixes the call's index; CPU too
+   because some versions dropped kernel events without it), the L2 flushed before each outside
+   the session. Per call, among the kernels whose name looks like a convolution (is_conv_kernel:
+   it holds one of CONV_KERNEL_WORDS, e.g. "implicit_gemm", "xmma", "dgrad", "conv", "cutlass",
+   "sm90_", and none of NOT_CONV_WORDS, e.g. "elementwise", "triton_", "nchwtonhwc", "convert",
+   "memcpy", any case), the one with the largest device time summed over its launches in the call;
+   the kernel picked in most calls is reported (pick_conv_kernel). Fields: "kernel" (its full
+   name), median_ms / min_ms / max_ms over the calls that picked it (device time of that kernel
+   alone, no launch gap), reps (those calls), calls, picks_other_kernel, kernels_per_call (median
+   GPU activities per call: kernels, memcpy and memset), kernels_per_call_max, other_kernels (the
+   other names seen). Where the profiler fails or no kernel matches: "error", and the run goes on.
 5. Per call, as KernelBench times a model (kernelbench_timing), before step 4's timings: CUDA
    events around one call, synchronize after each, no L2 flush, median of --per-call-reps after
    --per-call-warmup, at the first KernelBench sizes and at the current ones whatever --small
@@ -55,14 +71,20 @@ single_launch (05, 09, 10, 11, 12, 13); the targets of step 6 need 09, 10 and 11
 6. Accuracy against speed, from steps 3 and 4 of this run (nothing re-run): for eager (TF32 conv),
    eager (TF32 off) and each timed stage, the median ms and the max |error| of pooled and y
    against the fp64 Model. JSON: "accuracy_vs_speed", a list of {variant, median_ms,
-   max_abs_err_pooled, max_abs_err_y} (null where not measured). Then the targets, from this run's
-   medians only, stages found by name (meta "stage_names"), not by number:
+   max_abs_err_pooled, max_abs_err_y} (null where not measured). Then the targets (TARGETS), from this
+   run's medians only, stages found by name (meta "stage_names"), not by number:
      stage tensor_cores <= 0.8 x torch.compile;  stage tensor_cores <= 0.5 x cuDNN ConvTranspose2d
      alone (TF32);  stage three_tf32 < cuDNN ConvTranspose2d alone (FP32);  stage three_tf32 <
-     stage async_copy.
+     stage async_copy;
+   and issue 26's (the Hopper rungs):
+     stage wgmma <= 0.7 x torch.compile;  stage wgmma <= 1.13 x cuDNN's conv kernel alone (kind
+     cudnn_kernel);  stage three_tf32_wgmma <= 2.6 x stage wgmma;  stage three_tf32_wgmma <= 0.4 x
+     cuDNN ConvTranspose2d alone (FP32);  stage multistage_mma < stage async_copy (meant for the
+     --small run, the first KernelBench sizes; reported in both, with that note).
    JSON: "targets", a list of {name, value (the ratio of the two medians), limit, op ("<=" or "<"),
-   met, status, ms, reference_ms}; a target whose timings this run lacks has value and met null,
-   status "not measured". Targets are reported, never gating.
+   met, status, ms, reference_ms, and note where TARGETS gives one}; a target whose timings this
+   run lacks has value and met null, status "not measured", and "missing" naming them. Targets are
+   reported, never gating.
 
 Skips (message, exit 0) where PyTorch is not importable or no CUDA device exists. Exit 1 when a
 gating check fails or the extension does not build. Progress goes to stderr, results to stdout.
@@ -72,6 +94,7 @@ The JIT build lands under /tmp (LADDER_TORCH_BUILD_DIR overrides); no network is
 from __future__ import annotations
 
 import argparse
+import collections
 import copy
 import json
 import math
@@ -91,7 +114,9 @@ TF32_U = 2.0 ** -11  # TF32 keeps 10 mantissa bits: unit roundoff of round to ne
 LAMBDA = 8.0
 Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |y| (see above)
 KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
-DEFAULT_STAGES = "vectorized_loads,async_copy,tensor_cores,three_tf32,pool_before_conv,single_launch"
+# By name, so that a renumbering keeps them; three_tf32_wgmma (16) may have no folder yet: skipped.
+DEFAULT_STAGES = ("vectorized_loads,async_copy,tensor_cores,three_tf32,pool_before_conv,single_launch,"
+                  "multistage_mma,wgmma,three_tf32_wgmma")
 
 
 SCRIPT = cc.Script("compare_pytorch")
@@ -191,6 +216,32 @@ def graph_of(torch, fn):
     with torch.cuda.graph(graph):
         fn()
     return graph
+
+
+def profile_kernels(torch, fn, warmup, reps, flush=None):
+    """[(name, device_us, call_index)] of every GPU activity (kernel, memcpy, memset) of `reps`
+    calls of fn, after `warmup` untimed ones; device_us is the activity's own duration in
+    microseconds. One torch.profiler session per call: the call index is then exact, with no
+    matching of host and device clocks. Activities CPU and CUDA: CUDA alone has lost kernel events
+    on some versions. flush (a CUDA tensor, Timer's) is written before each call, outside the
+    session, so the kernel starts with a cold L2 as in Timer's medians."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    events = []
+    for i in range(reps):
+        if flush is not None:
+            flush.fill_(i & 0xFF)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        events += [(e.name, e.time_range.end - e.time_range.start, i) for e in prof.events()
+                   if e.device_type == DeviceType.CUDA]
+    return events
 
 
 # ---- ModelNew's backward against fp64 autograd ------------------------------------------------------
@@ -505,14 +556,94 @@ EAGER_ROWS = (  # (timing kind, the variant of its check against the fp64 Model,
     ("eager_fp32", "eager (TF32 off)", "PyTorch eager, TF32 off"),
 )
 REFERENCE_LABELS = {"compile": "torch.compile", "convt_tf32": "cuDNN ConvTranspose2d alone (TF32)",
-                    "convt_fp32": "cuDNN ConvTranspose2d alone (FP32)"}
-# (stage name, reference: "kind:<timing kind>" or "stage:<stage name>", limit on the ratio, op)
+                    "convt_fp32": "cuDNN ConvTranspose2d alone (FP32)",
+                    "convt_tf32_cl": "cuDNN ConvTranspose2d alone (TF32, channels_last)",
+                    "cudnn_kernel": "cuDNN's conv kernel alone (TF32, channels_last)"}
+# (stage name, reference: "kind:<timing kind>" or "stage:<stage name>", limit on the ratio, op, note)
 TARGETS = (
-    ("tensor_cores", "kind:compile", 0.8, "<="),
-    ("tensor_cores", "kind:convt_tf32", 0.5, "<="),
-    ("three_tf32", "kind:convt_fp32", 1.0, "<"),
-    ("three_tf32", "stage:async_copy", 1.0, "<"),
+    ("tensor_cores", "kind:compile", 0.8, "<=", None),
+    ("tensor_cores", "kind:convt_tf32", 0.5, "<=", None),
+    ("three_tf32", "kind:convt_fp32", 1.0, "<", None),
+    ("three_tf32", "stage:async_copy", 1.0, "<", None),
+    # issue 26: the Hopper rungs
+    ("wgmma", "kind:compile", 0.7, "<=", None),
+    ("wgmma", "kind:cudnn_kernel", 1.13, "<=", None),
+    ("three_tf32_wgmma", "stage:wgmma", 2.6, "<=", None),
+    ("three_tf32_wgmma", "kind:convt_fp32", 0.4, "<=", None),
+    ("multistage_mma", "stage:async_copy", 1.0, "<", "meant for the --small run"),
 )
+
+# A GPU activity is a convolution kernel when its name (any case) holds one of these and none of
+# NOT_CONV_WORDS: cuDNN's and CUTLASS's kernels are named after the algorithm ("sm90_xmma_dgrad_
+# implicit_gemm_...", "cutlass_80_tensorop_s1688gemm_...", "implicit_convolve_sgemm"), while the
+# layout changes, bias adds and fills around them are not ("nchwToNhwcKernel", "convertTensor",
+# "vectorized_elementwise_kernel<...FillFunctor...>"; Triton's "triton_poi_fused_convolution_0").
+CONV_KERNEL_WORDS = ("implicit_gemm", "xmma", "dgrad", "fprop", "conv", "cutlass", "winograd", "gemm",
+                     "sm90_", "sm80_")
+NOT_CONV_WORDS = ("elementwise", "triton_", "nchwtonhwc", "nhwctonchw", "convert", "memcpy", "memset",
+                  "fill", "copy")
+
+
+def is_conv_kernel(name) -> bool:
+    """Whether a GPU activity's name looks like a convolution kernel (CONV_KERNEL_WORDS, NOT_CONV_WORDS)."""
+    n = str(name).lower()
+    return any(w in n for w in CONV_KERNEL_WORDS) and not any(w in n for w in NOT_CONV_WORDS)
+
+
+def pick_conv_kernel(events, calls=None) -> dict:
+    """The convolution kernel of profiled calls, from events: (name, device_us, call_index) per GPU
+    activity, calls numbered 0 .. calls-1 (default: the indices seen). Per call, among the names
+    is_conv_kernel accepts, the one with the largest device time summed over its launches in that
+    call (ties: the name sorting last). The kernel reported is the one picked in most calls (ties:
+    the larger total), with median_ms, min_ms, max_ms of its per-call time over the calls that
+    picked it (reps of them; ms), calls, picks_other_kernel (calls that picked another),
+    kernels_per_call (the median count of GPU activities per call, kernels, memcpy and memset,
+    lower median: an int), kernels_per_call_max and other_kernels (the other names, sorted).
+    LookupError, naming the activities seen, where no call has a convolution-like kernel."""
+    per_call = collections.defaultdict(list)
+    for name, us, call in events:
+        per_call[call].append((name, float(us)))
+    indices = sorted(per_call) if calls is None else list(range(calls))
+    picks = {}  # call -> (name, us)
+    for c in indices:
+        sums = collections.defaultdict(float)
+        for name, us in per_call.get(c, ()):
+            if is_conv_kernel(name):
+                sums[name] += us
+        if sums:
+            picks[c] = max(sums.items(), key=lambda kv: (kv[1], kv[0]))
+    names = sorted({name for name, _, _ in events})
+    if not picks:
+        seen = ", ".join(short_kernel_name(n, 40) for n in names[:6]) + (", ..." if len(names) > 6 else "")
+        raise LookupError(f"no convolution-like kernel (is_conv_kernel) among the {len(names)} GPU activities "
+                          f"of {len(indices)} calls" + (f": {seen}" if names else ": the profiler recorded none"))
+    count = collections.Counter(name for name, _ in picks.values())
+    total = collections.defaultdict(float)
+    for name, us in picks.values():
+        total[name] += us
+    kernel = max(count, key=lambda n: (count[n], total[n]))
+    ms = [us / 1000.0 for name, us in picks.values() if name == kernel]
+    per = [len(per_call.get(c, ())) for c in indices]
+    return {"kernel": kernel, "median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms),
+            "reps": len(ms), "calls": len(indices), "picks_other_kernel": len(picks) - len(ms),
+            "kernels_per_call": statistics.median_low(per), "kernels_per_call_max": max(per),
+            "other_kernels": [n for n in names if n != kernel]}
+
+
+def short_kernel_name(name, width=64) -> str:
+    """A kernel's name for a table: without "void " and the argument list, at most width
+    characters (cut at the end, "..." marking the cut): cuDNN's names say the algorithm and tile
+    first, CUTLASS's inside their template."""
+    n = str(name).strip()
+    if n.startswith("void "):
+        n = n[5:]
+    depth = 0
+    for i, ch in enumerate(n):  # the argument list: the first "(" outside template brackets
+        depth += (ch == "<") - (ch == ">")
+        if ch == "(" and depth <= 0 and i > 0:
+            n = n[:i]
+            break
+    return n if len(n) <= width else n[:max(width - 3, 1)] + "..."
 
 
 def stage_label(stage_id, stage_names) -> str:
@@ -558,7 +689,7 @@ def targets(timings, stage_names) -> list:
     missing either median is "not measured" with met null: never met by default."""
     ids = {name: sid for sid, name in stage_names.items()}
     out = []
-    for stage, reference, limit, op in TARGETS:
+    for stage, reference, limit, op, note in TARGETS:
         sid = ids.get(stage)
         label = stage_label(sid, stage_names) if sid else f"stage {stage}"
         ms = stage_median(timings, sid) if sid else None
@@ -575,6 +706,8 @@ def targets(timings, stage_names) -> list:
         missing = [name for name, v in ((label, ms), (ref_label, ref_ms)) if not v]
         if missing:
             t["missing"] = missing
+        if note:
+            t["note"] = note
         out.append(t)
     return out
 
@@ -744,6 +877,21 @@ def main(argv=None) -> int:
         t.update(variant=name, kind=kind, **fields)
         timings.append(t)
 
+    def kernel_timing(name, fn):
+        """The convolution kernel's own device time per call, through torch.profiler (kind
+        cudnn_kernel); an error is recorded, never raised."""
+        log(f"profiling {name}")
+        try:
+            t = pick_conv_kernel(profile_kernels(torch, fn, args.warmup, args.reps, timer.flush), args.reps)
+        except Exception as e:
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            log(f"{name} failed: {msg}")
+            timings.append({"variant": name, "kind": "cudnn_kernel", "error": msg})
+            return
+        timings.append({"variant": name, "kind": "cudnn_kernel", **t,
+                        "method": "torch.profiler, one session per call, L2 flushed before each; the "
+                                  "largest convolution-like kernel per call (is_conv_kernel)"})
+
     meta["cudnn_enabled"] = bool(torch.backends.cudnn.enabled)
     with torch.no_grad():
         timed("PyTorch eager (TF32 conv, default)", lambda: model(x), "eager")
@@ -754,6 +902,22 @@ def main(argv=None) -> int:
             timed(REFERENCE_LABELS["convt_tf32"], lambda: ct(x), "convt_tf32")
         with cudnn_tf32(False):
             timed(REFERENCE_LABELS["convt_fp32"], lambda: ct(x), "convt_fp32")
+        # channels_last: the layout cuDNN's tensor-core (implicit GEMM) kernels read natively; x is
+        # converted once here, untimed (a Model taking NCHW x would pay it on every call).
+        try:
+            ct_cl = copy.deepcopy(ct).to(memory_format=torch.channels_last)
+            x_cl = x.contiguous(memory_format=torch.channels_last)
+        except Exception as e:  # e.g. out of memory for the second copy of x
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            log(f"channels_last copies failed: {msg}")
+            for kind in ("convt_tf32_cl", "cudnn_kernel"):
+                timings.append({"variant": REFERENCE_LABELS[kind], "kind": kind, "error": msg})
+        else:
+            with cudnn_tf32(True):
+                timed(REFERENCE_LABELS["convt_tf32_cl"], lambda: ct_cl(x_cl), "convt_tf32_cl")
+                kernel_timing(REFERENCE_LABELS["cudnn_kernel"], lambda: ct_cl(x_cl))
+            ct_cl = x_cl = None  # freed (not del: the lambdas above refer to them)
+            torch.cuda.empty_cache()
         if not args.no_compile:
             log(f"torch.compile (mode={args.compile_mode}): compiling")
             try:
@@ -851,21 +1015,25 @@ def print_report(result) -> None:
     print()
     print(f"Timing: median of {meta['reps']} calls after {meta['warmup']} warm-up, CUDA events, L2 "
           f"({meta['l2_bytes'] / 1e6:.0f} MB) flushed before each, torch.no_grad()")
-    hdr = f"{'variant':<40} {'median ms':>10} {'min ms':>9} {'vs eager':>9} {'vs TF32 off':>12} {'vs compile':>11}"
+    w = max([40] + [len(t["variant"]) for t in result["timings"]])
+    hdr = f"{'variant':<{w}} {'median ms':>10} {'min ms':>9} {'vs eager':>9} {'vs TF32 off':>12} {'vs compile':>11}"
     print(hdr)
     print("-" * len(hdr))
     for t in result["timings"]:
         if "error" in t:
-            print(f"{t['variant']:<40} {'failed':>10}  {t['error'][:80]}")
+            print(f"{t['variant']:<{w}} {'failed':>10}  {t['error'][:80]}")
             continue
 
         def ratio(kind):
             v = t.get(f"speedup_vs_{kind}")
             return f"{v:.2f}x" if v is not None else "-"
 
-        print(f"{t['variant']:<40} {t['median_ms']:>10.4f} {t['min_ms']:>9.4f} {ratio('eager'):>9} "
+        print(f"{t['variant']:<{w}} {t['median_ms']:>10.4f} {t['min_ms']:>9.4f} {ratio('eager'):>9} "
               f"{ratio('eager_fp32'):>12} {ratio('compile'):>11}")
     print("(ratios are speedups: the reference's median over this row's median)")
+    for t in result["timings"]:
+        if t.get("kind") == "cudnn_kernel" and "kernel" in t:
+            print(kernel_line(t))
     print()
     print_accuracy_and_targets(result)
     pc = result.get("per_call")
@@ -891,6 +1059,21 @@ def print_report(result) -> None:
     print("RESULT:", "PASS" if result["passed"] else "FAIL")
 
 
+def kernel_line(t) -> str:
+    """Two lines on a cudnn_kernel timing: the kernel's shortened name and how many calls picked
+    it; what else each call launched."""
+    line = (f"{t['variant']}: {short_kernel_name(t['kernel'])}\n  its device time alone, median of "
+            f"{t['reps']} of {t['calls']} calls (torch.profiler); {t['kernels_per_call']} GPU activities per call")
+    if t.get("kernels_per_call_max", t["kernels_per_call"]) != t["kernels_per_call"]:
+        line += f" (up to {t['kernels_per_call_max']})"
+    if t.get("picks_other_kernel"):
+        line += f"; {t['picks_other_kernel']} calls picked another kernel"
+    if t.get("other_kernels"):
+        line += "; others: " + ", ".join(short_kernel_name(n, 40) for n in t["other_kernels"][:4])
+        line += ", ..." if len(t["other_kernels"]) > 4 else ""
+    return line
+
+
 def print_accuracy_and_targets(result) -> None:
     """Step 6's two tables (nothing where the result has neither, e.g. an older file)."""
     num = cc.num
@@ -906,7 +1089,8 @@ def print_accuracy_and_targets(result) -> None:
         print()
     tg = result.get("targets") or []
     if tg:
-        cc.print_targets(tg, 72, title="Targets (this run's medians only; value = the ratio of the two medians)",
+        cc.print_targets(tg, max([72] + [len(t["name"]) for t in tg]),
+                         title="Targets (this run's medians only; value = the ratio of the two medians)",
                          limit_width=8)
         print()
 
