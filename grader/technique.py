@@ -5,7 +5,8 @@ architecture, and finds the loops: the natural loops of each function's control-
 branch back to a block that dominates it, usually a BRA to a lower address). A check then asks
 something of a named kernel's loops and counts, not merely whether an opcode occurs: a tree is
 a barrier inside the loop that halves (or a chain of barrier-separated levels), not any
-BAR/LDS/STS; 3xTF32 is three mma per pair of loaded fragments, not rung 10's one.
+BAR/LDS/STS; 3xTF32 is three mma per pair of loaded fragments, not rung 10's one (on wgmma,
+three HGMMA per accumulator and tap, not rung 15's one).
 
 STAGE_RULES holds the stages' checks, read from each stage's rung.json ("sass";
 grader/rung_meta.py) and keyed by the stage's name (its folder's name without the number, so
@@ -24,9 +25,9 @@ wgmma rung's; its rules say "needs_sm90a").
 What it cannot see: which kernel run() launches (a kernel compiled but never launched still
 passes); whether the loops compute the right thing (the correctness parts decide that); a
 wrong technique dressed in the right instructions (a serial sum written to shared memory at
-every step and fully unrolled counts as tree levels; three mma per pair with a meaningless
-"small" operand pass 3xTF32). The rules are tested on nvcc 13.0's code for sm_75 to sm_90,
-and sm_90a for the wgmma rung (scripts/test_technique.py).
+every step and fully unrolled counts as tree levels; three mma per pair, or three HGMMA per
+accumulator and tap, with a meaningless "small" operand pass 3xTF32). The rules are tested on
+nvcc 13.0's code for sm_75 to sm_90, and sm_90a for the wgmma rungs (scripts/test_technique.py).
 
 Command line (scripts/check_sass.sh calls it; LADDER_SASS_STAGES="03 p38-03" picks rungs):
   python3 -m grader.technique [--cuobjdump PATH] BUILD    every stage of BUILD/stages.tsv and,
@@ -538,18 +539,52 @@ def check_three_products(fn):
     return True, f"{loops[0].where()}: {len(products)} mma on {pairs} fragment pairs, 2 in 3 with a split operand"
 
 
+TEMPLATE_INT = re.compile(r"I(?:Li|Lj)(\d+)E")
+
+
+def check_wgmma_products(fn, min_per_tap=3, sass=r"HGMMA\."):
+    """3xTF32 on wgmma: in every innermost loop with HGMMA, each accumulator (an HGMMA's
+    destination register, the first of its 64) gets at least min_per_tap HGMMA per tap of a kernel
+    row (small*big, big*small, big*big). The taps of a row, KW, are the kernel's first integer
+    template argument (conv_pool_wgmmaILi3E...: 3; 1 for a kernel without one), which the stage's
+    loop over a kernel row's taps is unrolled by (#pragma unroll over the compile-time KW); a loop
+    the compiler unrolled further (two kernel rows a trip: nvcc 13.0 does for KW = 1) only raises
+    the count, so an honest kernel never fails, and a kernel with fewer products can pass only in
+    such an instantiation, which is why every instantiation must pass. Fails on stage
+    15's kernel (one HGMMA per accumulator and tap) and on 3xTF32 with a correction left out (two)."""
+    pattern = re.compile(sass)
+    m = TEMPLATE_INT.search(fn.short)
+    taps = int(m.group(1)) if m else 1
+    loops = [l for l in fn.loops if l.innermost and l.has(pattern)]
+    if not loops:
+        return False, f"no innermost loop with {sass.replace(chr(92), '').rstrip('.')}"
+    for loop in loops:
+        per_acc = collections.Counter(i.args[0] for i in loop.body if pattern.match(i.op) and i.args)
+        acc, fewest = min(per_acc.items(), key=lambda kv: kv[1])
+        if fewest < min_per_tap * taps:
+            return False, (f"{loop.where()}: accumulator {acc} gets {fewest} HGMMA for the kernel's {taps} tap(s) "
+                           f"a row ({len(per_acc)} accumulators, {loop.count(pattern)} HGMMA): fewer than "
+                           f"{min_per_tap} a tap, 3xTF32 needs small*big, big*small and big*big")
+    loop = loops[0]
+    per_acc = collections.Counter(i.args[0] for i in loop.body if pattern.match(i.op) and i.args)
+    return True, (f"{loop.where()}: {loop.count(pattern)} HGMMA on {len(per_acc)} accumulators, at least "
+                  f"{min(per_acc.values())} each for {taps} tap(s) a row")
+
+
 CHECKS = {"present": check_present, "absent": check_absent, "atomic_per_element": check_atomic_per_element,
           "block_tree": check_block_tree, "shuffles": check_shuffles, "wide_loads_loop": check_wide_loads_loop,
           "loop_has": check_loop_has, "not_in_loop": check_not_in_loop, "smem_operands": check_smem_operands,
           "register_tile": check_register_tile, "async_pipeline": check_async_pipeline,
-          "mma_loop": check_mma_loop, "three_products": check_three_products}
+          "mma_loop": check_mma_loop, "three_products": check_three_products,
+          "wgmma_products": check_wgmma_products}
 
 # What each kind is called in a report line when the rule gives no "what".
 WHAT = {"atomic_per_element": "a global atomic add per element", "block_tree": "a shared-memory tree",
         "shuffles": "warp shuffles (a butterfly or down tree)", "wide_loads_loop": "128-bit global loads in a loop",
         "smem_operands": "FMAs fed from shared memory", "register_tile": "register tiling (FMAs per shared load)",
         "async_pipeline": "a cp.async double-buffered pipeline", "mma_loop": "TF32 mma in an inner loop",
-        "three_products": "3xTF32: three mma per fragment pair"}
+        "three_products": "3xTF32: three mma per fragment pair",
+        "wgmma_products": "3xTF32 on wgmma: three HGMMA per accumulator and tap"}
 
 # ---- the rules --------------------------------------------------------------------------------
 

@@ -96,7 +96,7 @@ S06, S07, S08, S09 = (stage_file(f) for f in ("06_fused_gather", "07_shared_memo
                                               "09_async_copy"))
 S10, S11, S12, S13 = (stage_file(f) for f in ("10_tensor_cores", "11_three_tf32", "12_pool_before_conv",
                                               "13_single_launch"))
-S14, S15 = stage_file("14_multistage_mma"), stage_file("15_wgmma")
+S14, S15, S16 = stage_file("14_multistage_mma"), stage_file("15_wgmma"), stage_file("16_three_tf32_wgmma")
 P38, P74 = "tracks/p38_spatial_softmax/rungs", "tracks/p74_backward"
 REDUCE = f"{P74}/device/reduce.cuh"
 MMA_TILE = "stages/lib/mma_tile.cuh"  # mma_tf32, shared by stages 10 and 11
@@ -398,6 +398,25 @@ VARIANTS = [
     fence_proxy_async();
     __syncthreads();
 """)], ("loop_has",), "the weights copied with cp.async by every thread in place of the bulk copy and its mbarrier"),
+
+    Variant("16_three_tf32_wgmma", "honest"),
+    Variant("16_three_tf32_wgmma", "rung15_single_product", [(S16, """\
+            wgmma_m64n128k8(acc[r], ad_small, bd_big, !first || kh > 0 || kw > 0);
+            wgmma_m64n128k8(acc[r], ad_big, bd_small, true);
+            wgmma_m64n128k8(acc[r], ad_big, bd_big, true);
+""", """\
+            wgmma_m64n128k8(acc[r], ad_big, bd_big, !first || kh > 0 || kw > 0);  // rung 15's one product
+            (void)ad_small, (void)bd_small;
+""")], ("wgmma_products",), "rung 15's arithmetic, one big*big wgmma per accumulator and tap, in rung 16's kernel"),
+    Variant("16_three_tf32_wgmma", "two_products", [(S16, """\
+            wgmma_m64n128k8(acc[r], ad_big, bd_small, true);
+""", "")], ("wgmma_products",), "2xTF32: the correction of B's rounding left out, two wgmma per accumulator and tap"),
+    Variant("16_three_tf32_wgmma", "four_products", [(S16, """\
+            wgmma_m64n128k8(acc[r], ad_big, bd_big, true);
+""", """\
+            wgmma_m64n128k8(acc[r], ad_big, bd_big, true);
+            wgmma_m64n128k8(acc[r], ad_small, bd_small, true);
+""")], (), "small*small as well: four wgmma per accumulator and tap, still 3xTF32's idea"),
 
     Variant("p38-03", "honest"),
     Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree.cu", """\
@@ -740,6 +759,26 @@ class Model(unittest.TestCase):
         ok, lines = technique.apply(code("sm_90", *loop), rules, "s")
         self.assertFalse(ok)
         self.assertIn("this build has no sm_90a code", lines[0])
+
+    def test_wgmma_products_count_per_accumulator_and_tap(self):
+        """Three HGMMA per accumulator and tap of a kernel row, KW from the template argument; an
+        unrolled loop (two kernel rows a trip) only raises the count."""
+        def kernel(name, *hgmma):
+            body = [f"        /*{16 * k:04x}*/                   HGMMA.64x128x8.F32.TF32 {acc}, gdesc[UR16], {acc} ;"
+                    for k, acc in enumerate(hgmma)]
+            body.append(f"        /*{16 * len(hgmma):04x}*/                   @P0 BRA 0x0 ;")
+            return technique.parse(f"\tarch = sm_90a\n\t\tFunction : {name}\n" + "\n".join(body))[0]
+        check = technique.check_wgmma_products
+        kw2, plain = "_Z15conv_pool_wgmmaILi2EEvv", "_Z15conv_pool_wgmmav"
+        self.assertTrue(check(kernel(kw2, *["R24", "R88"] * 6))[0])            # 3 a tap, 2 taps
+        ok, detail = check(kernel(kw2, *["R24", "R88"] * 4))                   # 2 a tap: a correction dropped
+        self.assertFalse(ok)
+        self.assertIn("gets 4 HGMMA for the kernel's 2 tap(s)", detail)
+        self.assertFalse(check(kernel(kw2, *(["R24"] * 6 + ["R88"] * 5)))[0])  # every accumulator counts
+        self.assertTrue(check(kernel(plain, "R24", "R24", "R24"))[0])           # no template argument: one tap
+        self.assertTrue(check(kernel(kw2, *["R24"] * 8))[0])                   # 4 a tap: small*small, or 2 rows a trip
+        self.assertFalse(check(technique.parse("\tarch = sm_90a\n\t\tFunction : " + kw2 +
+                                               "\n        /*0000*/                   EXIT ;")[0])[0])
 
     def test_mma_products_trace_fragments_to_their_loads(self):
         split = [f"LOP3.LUT R{30 + k}, R{10 + k}, 0xffffe000, RZ, 0xc0, !PT" for k in range(4)]

@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
     float* xs = xring + (step % kRing) * stage_x;
     int ih0, iw_al, chunk;
     tile_origin(step, ih0, iw_al, chunk);
-    const int ci = chunk * kCiChunk + warp;
+    const int ci = kCiChunk * chunk + warp;  // this warp's channel
     const bool ch_ok = ci < p.in_per_group;
     const float* x_c = x_n + int64_t(ch_ok ? ci_group + ci : 0) * in_plane;
     for (int r = lane / 16; r < rows; r += 2) {
@@ -131,9 +131,9 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
           cp_async_16_or_zero(dst, ok ? x_c + int64_t(ih) * p.in_w + iw : a.x, ok);
         } else {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const bool ok = row_ok && iw + e >= 0 && iw + e < p.in_w;
-            cp_async_f32(dst + e, ok ? x_c + int64_t(ih) * p.in_w + iw + e : a.x, ok);
+          for (int el = 0; el < 4; ++el) {
+            const bool ok = row_ok && iw + el >= 0 && iw + el < p.in_w;
+            cp_async_f32(dst + el, ok ? x_c + int64_t(ih) * p.in_w + iw + el : a.x, ok);
           }
         }
       }

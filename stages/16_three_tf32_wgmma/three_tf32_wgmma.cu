@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
     float* xs = xring + (step % kSplitRing) * stage_x;
     int ih0, iw_al, chunk;
     tile_origin(step, ih0, iw_al, chunk);
-    const int ci = chunk * kCiChunk + warp;
+    const int ci = kCiChunk * chunk + warp;  // this warp's channel
     const bool ch_ok = ci < p.in_per_group;
     const float* x_c = x_n + int64_t(ch_ok ? ci_group + ci : 0) * in_plane;
     for (int r = lane / 16; r < rows; r += 2) {
@@ -142,9 +142,9 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
           cp_async_16_or_zero(dst, ok ? x_c + int64_t(ih) * p.in_w + iw : a.x, ok);
         } else {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const bool ok = row_ok && iw + e >= 0 && iw + e < p.in_w;
-            cp_async_f32(dst + e, ok ? x_c + int64_t(ih) * p.in_w + iw + e : a.x, ok);
+          for (int el = 0; el < 4; ++el) {
+            const bool ok = row_ok && iw + el >= 0 && iw + el < p.in_w;
+            cp_async_f32(dst + el, ok ? x_c + int64_t(ih) * p.in_w + iw + el : a.x, ok);
           }
         }
       }
@@ -227,19 +227,22 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
         const int row_shift = (p.kernel_h - 1 - kh) * p.dilation_h;
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw) {
+          // BEGIN SOLUTION
+          // STUB: if (step == 0 && kh == 0 && kw == 0) ladder_todo("conv_pool_wgmma, the 3xTF32 wgmma of tap (kh, kw): bd_big, the B descriptor of the weights' big part (start ws_addr + (kh * KW + kw) * 2 * kWgCo * 16 bytes, leading byte offset b_lbo, stride byte offset 128), and bd_small, of their small part (weight_part * 4 bytes further); then, in the loop over the warpgroup's kWgRows m64 rows r below, the A descriptors of x's big part (start kb_addr + ((wg * kWgRows + r + row_shift) * kKPitch + KW-1-kw) * 16 bytes, a_lbo, 128) and of its small part (kbuf_part * 4 bytes further), and three wgmma_m64n128k8 into acc[r]: A small x B big, A big x B small, A big x B big, the first accumulating except at a tile's first tap, the others always");
+          // STUB: const uint64_t bd_big = 0, bd_small = 0;
           // B descriptors of tap (kh, kw): the big part, and the small one weight_part floats after it.
           const uint32_t b_tap = ws_addr + uint32_t((kh * KW + kw) * 2 * kWgCo * 16);
           const uint64_t bd_big = wgmma_desc(b_tap, b_lbo, 128);
           const uint64_t bd_small = wgmma_desc(b_tap + uint32_t(weight_part * 4), b_lbo, 128);
+          // END SOLUTION
 #pragma unroll
           for (int r = 0; r < kWgRows; ++r) {
+            // BEGIN SOLUTION
+            // STUB: ladder_unused(kb_addr, ws_addr, first, a_lbo, b_lbo, row_shift, weight_part, kbuf_part, bd_big, bd_small);
             const int prow = wg * kWgRows + r + row_shift;
             const uint32_t a_tap = kb_addr + uint32_t((prow * kKPitch + (KW - 1 - kw)) * 16);
             const uint64_t ad_big = wgmma_desc(a_tap, a_lbo, 128);
             const uint64_t ad_small = wgmma_desc(a_tap + uint32_t(kbuf_part * 4), a_lbo, 128);
-            // BEGIN SOLUTION
-            // STUB: if (step == 0 && kh == 0 && kw == 0 && r == 0) ladder_todo("conv_pool_wgmma, the three products of 3xTF32 into acc[r]: A small x B big, A big x B small, A big x B big (wgmma_m64n128k8 with ad_small/ad_big, bd_big/bd_small), the first accumulating except at a tile's first tap, the others always");
-            // STUB: ladder_unused(ad_big, ad_small, bd_big, bd_small, first);
             wgmma_m64n128k8(acc[r], ad_small, bd_big, !first || kh > 0 || kw > 0);
             wgmma_m64n128k8(acc[r], ad_big, bd_small, true);
             wgmma_m64n128k8(acc[r], ad_big, bd_big, true);

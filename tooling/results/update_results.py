@@ -23,8 +23,9 @@ stage's folder and source: the ladder was renumbered, and a stage can keep its n
 and change. --check also fails on a stale chapter block.
 
 Numbers in prose. Any measured number outside those blocks, in README.md, stages/*/README.md,
-tracks/*/README.md, docs/*.md, profiles/*.md and results/**/README.md (or --marked FILE...), is
-wrapped in a marker that names its source (HTML comments: GitHub shows only the number):
+tracks/*/README.md, docs/*.md, profiles/*.md, python/README.md and results/**/README.md (or
+--marked FILE...), is wrapped in a marker that names its source (HTML comments: GitHub shows
+only the number):
 
     <!-- num: EXPR fmt=SPEC -->0.0082<!-- /num -->
 
@@ -387,7 +388,7 @@ NUM = re.compile(r"<!--\s*num:\s*(?P<spec>.*?)\s*-->(?P<text>.*?)<!--\s*/num\s*-
 NUM_SRC = re.compile(r"<!--\s*num-src:\s*(?P<defs>.*?)\s*-->")
 # The prose files whose markers are checked and rewritten (globs under the repository root).
 MARKED = ("README.md", "stages/*/README.md", "stages/*/EXPERIMENTS.md", "tracks/*/README.md", "tracks/*/*.md",
-          "docs/*.md", "profiles/*.md", "results/README.md", "results/**/README.md")
+          "docs/*.md", "profiles/*.md", "python/README.md", "results/README.md", "results/**/README.md")
 # Short names for the committed runs the prose quotes most (a marker may also name any file).
 ALIASES = {"ladder": "results/ladder_h200.json", "v1": "results/ladder_v1_h200.json",
            "pool": "results/pool_only_h200.json", "torch": "results/pytorch_h200.json",
