@@ -114,7 +114,7 @@ TF32_U = 2.0 ** -11  # TF32 keeps 10 mantissa bits: unit roundoff of round to ne
 LAMBDA = 8.0
 Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |y| (see above)
 KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
-# By name, so that a renumbering keeps them; three_tf32_wgmma (16) may have no folder yet: skipped.
+# By name, so that a renumbering keeps them; a name without a stage folder is skipped.
 DEFAULT_STAGES = ("vectorized_loads,async_copy,tensor_cores,three_tf32,pool_before_conv,single_launch,"
                   "multistage_mma,wgmma,three_tf32_wgmma")
 
