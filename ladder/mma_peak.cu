@@ -7,17 +7,15 @@
 //
 //   mma_peak [--reps R] [--iters N]
 //
-// Plain argument parsing: it builds with nvcc alone (nvcc -O3 -arch=sm_90 -Icommon/toolkit -o mma_peak
-// ladder/mma_peak.cu common/toolkit/device.cpp common/toolkit/cuda_check.cpp).
+// It builds with nvcc alone (nvcc -O3 -arch=sm_90 -Icommon/toolkit -o mma_peak
+// ladder/mma_peak.cu common/toolkit/device.cpp common/toolkit/cuda_check.cpp); the options and the
+// timing are ladder/peak_harness.hpp's.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
 
 #include "cuda_check.hpp"
+#include "peak_harness.hpp"
 
 namespace {
 
@@ -47,29 +45,12 @@ __global__ void mma_loop(float* sink, int iters) {
 #endif
 }
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "mma_peak: %s\nusage: mma_peak [--reps R] [--iters N]\n", why);
-  std::exit(2);
-}
-
-int positive(const char* flag, const char* text) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (!*text || *end || v < 1 || v > (1L << 30)) usage((std::string(flag) + " needs a positive integer").c_str());
-  return int(v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 7, iters = 20000;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(("missing value after " + arg).c_str());
-    if (arg == "--reps") reps = positive("--reps", argv[++i]);
-    else if (arg == "--iters") iters = positive("--iters", argv[++i]);
-    else usage(("unknown option " + arg).c_str());
-  }
+  const ladder::PeakOptions opt = ladder::parse_peak_options(
+      argc, argv, "mma_peak: the TF32 mma.sync throughput this GPU reaches (the tensor-core rungs' ceiling)", 20000);
+  const int reps = opt.reps, iters = opt.iters;
   try {
     int dev = 0, sms = 0, khz = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
@@ -88,27 +69,18 @@ int main(int argc, char** argv) {
                 "median of %d\n", kChains, iters, reps);
     float* sink = nullptr;
     CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
     double best = 0;
     for (const int warps : {4, 8, 16})
       for (const int per_sm : {1, 2, 4}) {
         const int blocks = sms * per_sm;
         mma_loop<<<blocks, warps * 32>>>(sink, 100);  // warm-up
         CUDA_CHECK_LAUNCH("mma_loop");
-        std::vector<float> ms(reps);
-        for (float& m : ms) {
-          CUDA_CHECK(cudaEventRecord(e0));
+        const float ms = ladder::median_launch_ms(reps, [&] {
           mma_loop<<<blocks, warps * 32>>>(sink, iters);
           CUDA_CHECK_LAUNCH("mma_loop");
-          CUDA_CHECK(cudaEventRecord(e1));
-          CUDA_CHECK(cudaEventSynchronize(e1));
-          CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
-        }
-        std::sort(ms.begin(), ms.end());
+        });
         const double flops = double(blocks) * warps * iters * kChains * 2048.0;
-        const double tflops = flops / (ms[ms.size() / 2] * 1e-3) / 1e12;
+        const double tflops = flops / (ms * 1e-3) / 1e12;
         best = std::max(best, tflops);
         std::printf("  %2d warps/block, %d blocks/SM: %7.1f TFLOP/s\n", warps, per_sm, tflops);
       }

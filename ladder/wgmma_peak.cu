@@ -9,20 +9,18 @@
 //
 //   wgmma_peak [--reps R] [--iters N]
 //
-// Plain argument parsing, as in mma_peak: it builds with nvcc alone (nvcc -O3 -std=c++17
+// As mma_peak, it builds with nvcc alone (nvcc -O3 -std=c++17
 // -gencode=arch=compute_90a,code=sm_90a -Icommon/toolkit -o wgmma_peak
-// ladder/wgmma_peak.cu common/toolkit/device.cpp common/toolkit/cuda_check.cpp). The instructions
+// ladder/wgmma_peak.cu common/toolkit/device.cpp common/toolkit/cuda_check.cpp), with the options
+// and the timing of ladder/peak_harness.hpp. The instructions
 // are the ones stage 15 uses (common/toolkit/wgmma.cuh), so the ceiling is measured with the
 // rung's own code.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
 
 #include "cuda_check.hpp"
+#include "peak_harness.hpp"
 #include "wgmma.cuh"  // the instructions the wgmma rung uses: descriptors, wgmma, fences
 
 namespace {
@@ -67,29 +65,12 @@ __global__ void wgmma_loop(float value, int iters, float* out) {
 #endif
 }
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "wgmma_peak: %s\nusage: wgmma_peak [--reps R] [--iters N]\n", why);
-  std::exit(2);
-}
-
-int positive(const char* flag, const char* text) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (!*text || *end || v < 1 || v > (1L << 30)) usage((std::string(flag) + " needs a positive integer").c_str());
-  return int(v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 7, iters = 2000;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(("missing value after " + arg).c_str());
-    if (arg == "--reps") reps = positive("--reps", argv[++i]);
-    else if (arg == "--iters") iters = positive("--iters", argv[++i]);
-    else usage(("unknown option " + arg).c_str());
-  }
+  const ladder::PeakOptions opt = ladder::parse_peak_options(
+      argc, argv, "wgmma_peak: the TF32 wgmma throughput of this Hopper GPU, and whether wgmma rounds its operands", 2000);
+  const int reps = opt.reps, iters = opt.iters;
   try {
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
@@ -119,27 +100,18 @@ int main(int argc, char** argv) {
                 per_wgmma == rounded ? "rounds to nearest" : per_wgmma == truncated ? "truncates" : "NEITHER",
                 per_wgmma, rounded, truncated);
 
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
     double best = 0;
     for (const int warpgroups : {1, 2, 3, 4})
       for (const int per_sm : {1, 2}) {
         const int blocks = prop.multiProcessorCount * per_sm, threads = 128 * warpgroups;
         wgmma_loop<<<blocks, threads, smem>>>(1.0f, 10, out);  // warm-up
         CUDA_CHECK_LAUNCH("wgmma_loop");
-        std::vector<float> ms(reps);
-        for (float& m : ms) {
-          CUDA_CHECK(cudaEventRecord(e0));
+        const float ms = ladder::median_launch_ms(reps, [&] {
           wgmma_loop<<<blocks, threads, smem>>>(1.0f, iters, out);
           CUDA_CHECK_LAUNCH("wgmma_loop");
-          CUDA_CHECK(cudaEventRecord(e1));
-          CUDA_CHECK(cudaEventSynchronize(e1));
-          CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
-        }
-        std::sort(ms.begin(), ms.end());
+        });
         const double flops = double(blocks) * warpgroups * iters * kWgmmaPerCommit * 131072.0;
-        const double tflops = flops / (ms[ms.size() / 2] * 1e-3) / 1e12;
+        const double tflops = flops / (ms * 1e-3) / 1e12;
         best = std::max(best, tflops);
         std::printf("  %d warpgroups/block, %d blocks/SM: %7.1f TFLOP/s\n", warpgroups, per_sm, tflops);
       }

@@ -72,11 +72,7 @@ PipelinePlan make_pipeline_plan(const Problem& pr) {
   q.smem_bytes = size_t(stages * stage_bytes);
   q.tiles_w = int(ceil_div(pr.out_w(), kTileCols));
   const int64_t units = ceil_div(pr.out_h(), kTileRows) * q.tiles_w;
-  const int64_t co_tiles = pr.groups * ceil_div(pr.out_per_group(), q.co_tile);
-  const int64_t chunks = ceil_div(pr.in_per_group(), kCiChunk);
-  const int64_t min_parts = ceil_div(units * chunks, 2147483647 - chunks);
-  const int64_t parts = std::max(ceil_div(kTargetBlocks, pr.batch * co_tiles), min_parts);
-  q.g = make_fused_grid(pr, units, q.co_tile, parts, "conv_pool_multistage");
+  q.g = chunked_tile_grid(pr, units, q.co_tile, "conv_pool_multistage");
   return q;
 }
 

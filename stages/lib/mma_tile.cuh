@@ -4,6 +4,7 @@
 // order). Each stage keeps its own kernels: what it does with these is its idea.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "cuda_check.hpp"
 #include "lib/cp_async.cuh"       // stage 09's copies, and the 16-byte one of the weights
 #include "lib/fused_partials.cuh"  // FusedGrid
+#include "lib/kernel_width.cuh"    // ceil_div
 
 namespace ladder {
 namespace {  // internal linkage: each including stage compiles its own copy
@@ -38,6 +40,18 @@ constexpr int kBuffers = 2;
 constexpr int64_t kTargetBlocks = 4096;
 static_assert(kWarpsM * kMTiles == kTileRows && kTileCols == 16, "an m16 tile is one output row");
 static_assert(kThreads % kCiChunk == 0, "fixed per-thread copy roles: thread -> channel tid % 8");
+
+/// The grid of a tensor-core kernel that walks `units` pixel tiles per plane, kCiChunk input
+/// channels a step, co_per_tile output channels a block (10, 11, 14, 15, 16): about
+/// kTargetBlocks blocks, and at least enough parts that a block's steps (tiles x chunks) fit in
+/// an int. Throws std::runtime_error naming `kernel` past CUDA's grid limit (make_fused_grid).
+inline FusedGrid chunked_tile_grid(const Problem& pr, int64_t units, int64_t co_per_tile, const char* kernel) {
+  const int64_t co_tiles = pr.groups * ceil_div(pr.out_per_group(), co_per_tile);
+  const int64_t chunks = ceil_div(pr.in_per_group(), kCiChunk);
+  const int64_t min_parts = ceil_div(units * chunks, 2147483647 - chunks);
+  const int64_t parts = std::max(ceil_div(kTargetBlocks, pr.batch * co_tiles), min_parts);
+  return make_fused_grid(pr, units, co_per_tile, parts, kernel);
+}
 
 /// The tiled kernel's arguments, by value. x (N, Cin, H, W), weight (Cin, Cout/g, kH, kW),
 /// partials (N, g.parts, Cout), fp32. The grid (make_fused_grid): units are the plane's 16x16

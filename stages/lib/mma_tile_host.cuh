@@ -52,11 +52,7 @@ Plan make_plan(const Problem& pr) {
   q.smem_bytes = size_t(bytes);
   q.tiles_w = int(ceil_div(pr.out_w(), kTileCols));
   const int64_t units = ceil_div(pr.out_h(), kTileRows) * q.tiles_w;
-  const int64_t co_tiles = pr.groups * ceil_div(pr.out_per_group(), kCoTile);
-  const int64_t chunks = ceil_div(pr.in_per_group(), kCiChunk);
-  const int64_t min_parts = ceil_div(units * chunks, 2147483647 - chunks);
-  const int64_t parts = std::max(ceil_div(kTargetBlocks, pr.batch * co_tiles), min_parts);
-  q.g = make_fused_grid(pr, units, kCoTile, parts, "conv_pool_tensor_cores");
+  q.g = chunked_tile_grid(pr, units, kCoTile, "conv_pool_tensor_cores");
   return q;
 }
 
