@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -47,7 +48,21 @@ def add_parser(sub, root):
     g.add_argument("--work", default="", help="work folder (default: build-grade/ in this tree)")
     g.add_argument("--out", default="", help="folder for results.json, junit.xml, report.txt (default: WORK)")
     g.add_argument("--secret-file", default="", help="the official secret (else $LADDER_GRADER_SECRET; none locally)")
-    g.add_argument("--reveal", action="store_true", help="name the failing hidden cases' inputs (after the due date)")
+    g.add_argument("--reveal", action="store_true",
+                   help="after the due date: count the hidden parts in the visible total and name the failing hidden "
+                        "cases' inputs")
+    g.add_argument("--submission-id", default="",
+                   help="official runs: the submission's identity, mixed into the hidden seeds (default: Gradescope's "
+                        "submission id from --submission-metadata, else a fresh random nonce); a regrade with the same "
+                        "id reproduces the seeds, which the instructor's copy (instructor.json) records")
+    g.add_argument("--submission-metadata", default="",
+                   help=f"Gradescope's submission_metadata.json (default: {GRADESCOPE_METADATA} where it exists): the "
+                        "submission id, and the due date after which a regrade reveals the hidden parts")
+    g.add_argument("--isolation", choices=("auto", *sandbox.ISOLATIONS), default="auto",
+                   help="how the submission is isolated: bwrap (bubblewrap namespaces), user (a root grader drops it to "
+                        "an unprivileged uid, for containers that refuse namespaces), none (practice only); auto: bwrap "
+                        "where it starts, else user as root, else none")
+    g.add_argument("--reuse-work", action="store_true", help=argparse.SUPPRESS)  # the self-test's incremental builds
     g.add_argument("--cuda-architectures", default="", help="CMAKE_CUDA_ARCHITECTURES (default: the build's own choice)")
     g.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="build jobs")
     g.add_argument("--timeout", type=float, default=600, help="seconds one program run may take")
@@ -56,6 +71,72 @@ def add_parser(sub, root):
     g.add_argument("--fail-fast", action="store_true",
                    help="stop a rung's tests at its first failure (the grader's self-test: a verdict, not a score)")
     g.set_defaults(run=run)
+
+
+GRADESCOPE_METADATA = "/autograder/submission_metadata.json"
+
+
+def _metadata(args):
+    """Gradescope's submission metadata (--submission-metadata, else its default path), or {}."""
+    path = getattr(args, "submission_metadata", "") or (GRADESCOPE_METADATA if os.path.isfile(GRADESCOPE_METADATA)
+                                                         else "")
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise handout.HandoutError(f"--submission-metadata {path}: cannot read it as JSON ({e})")
+    return data if isinstance(data, dict) else {}
+
+
+def submission_identity(args):
+    """The identity mixed into an official run's hidden seeds: --submission-id, else Gradescope's
+    submission id, else a fresh nonce. Seeds then differ between students and between one
+    student's resubmissions, so answers to the hidden cases cannot accumulate."""
+    if getattr(args, "submission_id", ""):
+        return str(args.submission_id)
+    sid = _metadata(args).get("id")
+    return f"gradescope-{sid}" if sid is not None else "nonce-" + secrets.token_hex(8)
+
+
+def seed_secret(secret, submission_id):
+    """The string problems.seed_for mixes into a hidden case's seed: the class secret and the
+    submission's identity."""
+    return f"{secret}|{submission_id}"
+
+
+def due_date_passed(args):
+    """True when Gradescope's metadata says the (late) due date has passed: a regrade then counts
+    and reveals the hidden parts, as --reveal does."""
+    meta = _metadata(args).get("assignment") or {}
+    due = meta.get("late_due_date") or meta.get("due_date")
+    if not due:
+        return False
+    try:
+        when = datetime.datetime.fromisoformat(str(due))
+    except ValueError:
+        raise handout.HandoutError(f"submission metadata: cannot read the due date '{due}'")
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return datetime.datetime.now(datetime.timezone.utc) > when
+
+
+def make_grading_dir(work, reuse):
+    """The grading's folder under `work`, for the official run and the self-test alike: a fresh
+    one (mkdtemp) per grading, so nothing one submission leaves reaches the next, or with
+    `reuse` (the self-test's, whose submissions are the instructor's own fixtures) always the
+    same one, to rebuild only what changed. Both are mode 0711, like `work`: the sandbox's uid
+    may pass through to the folders bound for it, but list neither (another grading's name)."""
+    os.makedirs(work, exist_ok=True)
+    os.chmod(work, 0o711)
+    if reuse:
+        path = os.path.join(work, "grading-selftest")
+        os.makedirs(path, exist_ok=True)
+    else:
+        path = tempfile.mkdtemp(prefix="grading-", dir=work)
+    os.chmod(path, 0o711)
+    return path
 
 
 def load_config():
@@ -332,12 +413,15 @@ def grade(args):
     (one line) for bad arguments or a missing tool, sandbox.SandboxError when official grading
     cannot be sandboxed."""
     handout.validate_grade_args(ROOT, args, tools=not getattr(args, "skip_tool_check", False))
+    args.reveal = args.reveal or due_date_passed(args)
     config = load_config()
     secret = ""
     if args.secret_file:
         with open(args.secret_file, encoding="utf-8") as f:
             secret = f.read().strip()
+    # The secret leaves the environment at once: no process the grader starts inherits it.
     secret = secret or os.environ.get("LADDER_GRADER_SECRET", "")
+    os.environ.pop("LADDER_GRADER_SECRET", None)
     hidden_file = os.path.join(ROOT, "grader", "hidden", "hidden.problems")
     official = bool(secret) and os.path.exists(hidden_file)
     rungs = choose_rungs(args, official)
@@ -360,45 +444,45 @@ def grade(args):
     declared = {r: declared.get(r, []) for r in rungs}
     for r in track_rungs:
         track.settings(config, r)  # a track without a rungs.json entry: say so before building
-    boxed, why = sandbox.works()
-    if official and not boxed:
-        raise sandbox.SandboxError(f"official grading runs only in the sandbox, and it cannot start: {why}")
-    if not boxed:
-        log(f"WARNING: practice grading without a sandbox ({why}): the submission runs with your rights")
-    # The sandbox's user must reach the grading folder: as root (whose home is private), the
-    # default is under the system's temp folder rather than this tree.
-    default_work = (os.path.join(tempfile.gettempdir(), "ladder-grade") if boxed and os.geteuid() == 0
+    isolation, iso_note = sandbox.choose(getattr(args, "isolation", "auto"), official)
+    if isolation == "none":
+        log(f"WARNING: practice grading without isolation{' (' + iso_note + ')' if iso_note else ''}: "
+            "the submission runs with your rights")
+    lease = sandbox.UidLease() if isolation != "none" else None
+    uid = lease.uid if lease else os.geteuid()
+    submission_id = submission_identity(args) if official else ""
+    root = os.geteuid() == 0
+    # As root, the default work folder is under the system's temp folder: the sandbox's uid must
+    # pass through every folder above the ones it uses, and root's home is private.
+    default_work = (os.path.join(tempfile.gettempdir(), "ladder-grade") if root and isolation != "none"
                     else os.path.join(ROOT, "build-grade"))
     work = os.path.abspath(args.work or default_work)
-    if boxed and os.geteuid() == 0 and not sandbox.traversable(work):
+    if root and isolation != "none" and not sandbox.traversable(work):
         moved = os.path.join(tempfile.gettempdir(), "ladder-grade-" + hashlib.sha256(work.encode()).hexdigest()[:12])
-        log(f"the sandbox's user cannot reach {work}: grading in {moved} instead")
+        log(f"the sandbox's uid cannot reach {work}: grading in {moved} instead")
         work = moved
-    os.makedirs(work, exist_ok=True)
-    os.chmod(work, 0o755)
-    # A fresh folder for every grading: nothing one submission leaves reaches the next. The
-    # self-test reuses one (its fixtures are the instructor's own) to rebuild only what changed.
-    grading_dir = (os.path.join(work, "grading-selftest") if getattr(args, "reuse_work", False)
-                   else tempfile.mkdtemp(prefix="grading-", dir=work))
+    grading_dir = make_grading_dir(work, getattr(args, "reuse_work", False))
     # The reports stay where the docs say, --work (default build-grade/), whatever folder the grading used.
     out_dir = os.path.abspath(args.out or args.work or os.path.join(ROOT, "build-grade"))
     os.makedirs(out_dir, exist_ok=True)
-    jail = runs.JAIL = runs.Jail(grading_dir, boxed)
+    jail = runs.JAIL = runs.Jail(grading_dir, isolation, uid)
     try:
         jail.enable_audit()
     except (RuntimeError, OSError) as e:  # integrity rule 5 needs the audit: official grading refuses without it
         if official:
             raise sandbox.SandboxError(f"{e}: official grading needs the load audit (integrity rule 5)")
         log(f"WARNING: {e}: the libraries the programs load are not checked (integrity rule 5)")
-    if boxed:
-        secret_path = os.path.abspath(args.secret_file) if args.secret_file else ""
-        sandbox.Sandbox(ro={jail.dirs[k]: jail.inside(k) for k in ("tree", "reference")},
-                        rw={jail.dirs["build"]: jail.inside("build")}).check_paths(
-            [ROOT if not is_handout(ROOT) else "", secret_path, os.path.join(ROOT, "grader", "hidden")])
+    private = [ROOT if not is_handout(ROOT) else "", os.path.abspath(args.secret_file) if args.secret_file else "",
+               os.path.join(ROOT, "grader", "hidden"), os.path.join(work, "reference-build"), jail.dirs["reference"]]
+    if isolation == "bwrap":
+        sandbox.Sandbox(ro={jail.dirs[k]: jail.inside(k) for k in ("tree", "build")}, uid=uid).check_paths(private)
+    elif isolation == "user":
+        os.makedirs(os.path.join(work, "reference-build"), exist_ok=True)
+        sandbox.make_private(uid, private)
     reference = ROOT if not is_handout(ROOT) else ""
     log(f"grading rungs {', '.join(rungs)} of {args.submission} in {grading_dir} "
-        f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'}"
-        f"{', sandboxed' if boxed else ', NOT sandboxed'})")
+        f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'}; "
+        f"isolation: {sandbox.describe(isolation, uid, iso_note)})")
     missing = prepare_tree(args, grading_dir, rungs, declared)
     tree, build_dir = jail.dirs["tree"], jail.dirs["build"]
     ref_failed = reference_libraries(args, work, jail, stage_rungs) if reference and stage_rungs else {}
@@ -411,7 +495,8 @@ def grade(args):
            "public": problems.load(os.path.join(ROOT, "grader", "public.problems")),
            "hidden": problems.load(hidden_file if official and stage_rungs else
                                    os.path.join(ROOT, "grader", "practice.problems")),
-           "hidden_source": "hidden shapes" if official else "practice shapes", "secret": secret if official else "",
+           "hidden_source": "hidden shapes" if official else "practice shapes",
+           "secret": seed_secret(secret, submission_id) if official else "",
            "gpu": False, "gpu_why": "--skip-gpu" if args.skip_gpu else "",
            "root": ROOT, "work": work, "reference": reference,
            "track_public": {p: problems.load(os.path.join(ROOT, t["public"])) for p, t in tracks.items()},
@@ -439,7 +524,11 @@ def grade(args):
         ctx["gpu_why"] = next((w for g, w in ctx["track_gpu"].values() if not g), "")
     meta = {"rungs": rungs, "official": official, "gpu": ctx["gpu"], "gpu_why": ctx["gpu_why"],
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "reference": bool(reference), "reveal": args.reveal}
+            "reference": bool(reference), "reveal": args.reveal,
+            "isolation": isolation, "isolation_note": sandbox.describe(isolation, uid, iso_note),
+            "submission_id": submission_id}
+    if lease:
+        lease.release()
     return parts, meta, out_dir
 
 

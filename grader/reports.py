@@ -30,7 +30,7 @@ def results_json(parts, meta):
     leaderboard[] (name, value, order)."""
     ratios = [p.ratio for p in parts if p.ratio]
     doc = {
-        "score": round(sum(p.score for p in parts), 2),
+        "score": round(sum(p.score for p in counted(parts, meta)), 2),
         "output": summary(parts, meta),
         "visibility": "visible",
         "stdout_visibility": "hidden",
@@ -45,10 +45,23 @@ def results_json(parts, meta):
     return doc
 
 
+def counted(parts, meta):
+    """The parts the visible total counts: all of them once the hidden results are revealed
+    (--reveal, or a regrade after the due date), else the visible parts alone, so that the
+    total minus the visible parts tells nothing of the hidden ones."""
+    return list(parts) if meta.get("reveal") else [p for p in parts if not p.hidden]
+
+
 def summary(parts, meta):
-    total, most = sum(p.score for p in parts), sum(p.max_score for p in parts)
+    mine = counted(parts, meta)
+    total, most = sum(p.score for p in mine), sum(p.max_score for p in mine)
+    withheld = sum(p.max_score for p in parts if p not in mine)
     lines = [f"rungs {', '.join(meta['rungs'])}: {total:.1f} / {most:.0f} points "
              f"({'official run' if meta['official'] else 'local run: practice shapes, public seeds'})"]
+    if withheld:
+        lines.append(f"the hidden tests ({withheld:.0f} points) are scored after the due date, and not counted here")
+    if meta.get("isolation_note"):
+        lines.append(f"isolation: {meta['isolation_note']}")
     if not meta["gpu"]:
         lines.append(f"GPU parts skipped: {meta['gpu_why'] or 'no CUDA device'}")
     if not meta["reference"]:
@@ -87,8 +100,29 @@ def text_report(parts, meta):
     return "\n".join(out)
 
 
+def instructor_copy(parts, meta):
+    """The instructor's record of an official run: every part with its score (hidden ones
+    included), the whole total, and the submission identity that reproduces the hidden seeds
+    (grade --submission-id)."""
+    return {"submission_id": meta.get("submission_id", ""), "official": meta["official"], "date": meta.get("date"),
+            "isolation": meta.get("isolation"), "rungs": meta["rungs"],
+            "total": round(sum(p.score for p in parts), 2), "max_total": sum(p.max_score for p in parts),
+            "visible_total": round(sum(p.score for p in parts if not p.hidden), 2),
+            "parts": [{"name": p.name, "score": p.score, "max_score": p.max_score, "hidden": p.hidden,
+                       "skipped": p.skipped, "output": p.output} for p in parts],
+            "regrade": f"grade --rungs {','.join(meta['rungs'])} --submission-id {meta.get('submission_id', '')} "
+                       "--secret-file SECRET [--reveal]"}
+
+
 def write_all(parts, meta, out_dir):
-    """Writes results.json, junit.xml and report.txt into out_dir; returns the text report."""
+    """Writes results.json, junit.xml and report.txt into out_dir, and for an official run the
+    instructor's copy instructor.json (mode 0600); returns the text report."""
+    if meta.get("official"):
+        path = os.path.join(out_dir, "instructor.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(instructor_copy(parts, meta), f, indent=2)
+            f.write("\n")
     with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results_json(parts, meta), f, indent=2)
         f.write("\n")

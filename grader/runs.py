@@ -31,26 +31,37 @@ def log(msg):
 
 
 class Jail:
-    """Where one grading's student code is built and run: a grading folder with tree/ (the
-    handout and the submission's declared files), build/, reference/ (prebuilt reference
-    objects) and io/ (one fresh folder per run, for its report). Sandboxed (sandbox.py), these
-    appear as /grade/<name>; the build is writable only while building, io/ only to its run.
-    Unsandboxed (practice grading without bwrap), the programs run here, as the grader."""
+    """Where one grading's student code is built and run: a grading folder (mode 0711: passable,
+    not listable) with tree/ (the handout and the submission's declared files), build/, io/ (one
+    fresh folder per run, for its report), tmp/ (the 'user' isolation's private temporary
+    folder) and reference/ (the grader's alone: mode 0700, never shown to the student's code).
+    `isolation` (sandbox.py): bwrap, where tree/, build/ and io/ appear as /grade/<name>, build/
+    writable only while building and io/ only to its run; user, where the same folders keep their
+    paths and belong to the grading's uid; none (practice grading), where the programs run as the
+    grader."""
 
-    def __init__(self, grading, sandboxed):
-        self.grading, self.sandboxed = grading, sandboxed
-        self.dirs = {k: os.path.join(grading, k) for k in ("tree", "build", "reference", "io")}
+    def __init__(self, grading, isolation, uid=None):
+        if isolation not in sandbox.ISOLATIONS:
+            raise ValueError(f"unknown isolation '{isolation}'")
+        self.grading, self.isolation = grading, isolation
+        self.sandboxed = isolation != "none"
+        self.uid = os.geteuid() if uid is None else uid
+        self.dirs = {k: os.path.join(grading, k) for k in ("tree", "build", "reference", "io", "tmp")}
         for d in self.dirs.values():
             os.makedirs(d, exist_ok=True)
+        os.chmod(self.dirs["reference"], 0o700)
+        if isolation == "user":  # the grading's private temporary folder, its uid's alone
+            os.chmod(self.dirs["tmp"], 0o700)
+            os.chown(self.dirs["tmp"], self.uid, self.uid)
         self.audit = None  # the load audit's .so (enable_audit), outside: every plain run is audited
         self.loaded = []  # integrity rule 5's failing lines, in run order (findings_since)
 
     def inside(self, key, *rest):
-        return os.path.join(f"/grade/{key}" if self.sandboxed else self.dirs[key], *rest)
+        return os.path.join(f"/grade/{key}" if self.isolation == "bwrap" else self.dirs[key], *rest)
 
     def enable_audit(self):
         """Builds the load audit (loaded_libraries.py) into the grading's audit/ folder, which the
-        sandbox sees read-only. RuntimeError (no C compiler) is the caller's to report."""
+        student's code may read but not write. RuntimeError (no C compiler) is the caller's to report."""
         self.dirs["audit"] = os.path.join(self.grading, "audit")
         self.audit = loaded_libraries.build_audit(self.dirs["audit"])
         readable(self.dirs["audit"])
@@ -60,20 +71,30 @@ class Jail:
         return self.loaded[mark:]
 
     def _box(self, rw, gpu=True):
-        """The sandbox over the grading folder: `rw` ({outside: inside}) writable, the rest read-only."""
-        keys = ("tree", "reference", "build") + (("audit",) if self.audit else ())
-        ro = {self.dirs[k]: self.inside(k) for k in keys if self.dirs[k] not in rw}
-        box = sandbox.Sandbox(ro=ro, rw=rw, gpu=gpu)
+        """The isolation over the grading folder: `rw` ({outside: inside}) writable, tree/ (and
+        the audit) read-only; build/ read-only unless in `rw`."""
+        if self.isolation == "user":
+            box = sandbox.UserBox(self.uid, self.dirs["tmp"], rw=rw, gpu=gpu)
+        else:
+            keys = ("tree", "build") + (("audit",) if self.audit else ())
+            ro = {self.dirs[k]: self.inside(k) for k in keys if self.dirs[k] not in rw}
+            box = sandbox.Sandbox(ro=ro, rw=rw, gpu=gpu, uid=self.uid)
         box.writable_prepare()
         return box
 
     def build(self, argv):
         """Runs a build command (cmake) with build/ writable; a CompletedProcess."""
+        readable(self.dirs["tree"])
         if not self.sandboxed:
-            return subprocess.run(argv, capture_output=True, text=True, env=student_env())
-        for d in (self.dirs["tree"], self.dirs["reference"]):
-            readable(d)
-        return self._box({self.dirs["build"]: self.inside("build")}, gpu=False).run(argv, cwd=self.inside("build"))
+            return sandbox.run_group(argv, env=student_env(), cwd=self.dirs["build"])
+        box = self._box({self.dirs["build"]: self.inside("build")}, gpu=False)
+        p = box.run(argv, cwd=self.inside("build"))
+        if self.isolation == "user":  # no namespace makes it read-only for the runs: the grader takes it back
+            for dirpath, dirnames, filenames in os.walk(self.dirs["build"]):
+                for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+                    os.lchown(name, os.geteuid(), os.getegid())
+            readable(self.dirs["build"])
+        return p
 
     def run(self, argv_of, timeout):
         """Runs argv_of(io) (io: the run's own fresh folder, as the program sees it); returns
@@ -83,21 +104,22 @@ class Jail:
         in self.loaded."""
         io = tempfile.mkdtemp(dir=self.dirs["io"])
         os.chmod(io, 0o755)
-        argv = argv_of("/grade/io" if self.sandboxed else io)
+        argv = argv_of(self.inside("io") if self.isolation == "bwrap" else io)
         audited = self.audit and not os.path.basename(argv[0]).startswith("compute-sanitizer")
         env, fds, collect = loaded_libraries.audited(argv, self.inside("audit", os.path.basename(self.audit))) \
             if audited else ({}, (), None)
         try:
             with gpu_turn():
                 if not self.sandboxed:
-                    return sandbox.run_group(argv, timeout, env={**student_env(), **env}, pass_fds=fds), io
-                box = self._box({io: "/grade/io"})
-                return box.run(argv, cwd="/grade/io", timeout=timeout, env=env, pass_fds=fds), io
+                    return sandbox.run_group(argv, timeout, env={**student_env(), **env}, pass_fds=fds, cwd=io), io
+                box = self._box({io: self.inside("io") if self.isolation == "bwrap" else io})
+                return box.run(argv, cwd=self.inside("io") if self.isolation == "bwrap" else io, timeout=timeout,
+                               env=env, pass_fds=fds), io
         finally:
             if collect:
                 found = loaded_libraries.check(collect(), program=argv[0],
-                                               untrusted=[self.inside(k) for k in ("tree", "build", "reference")] +
-                                               [self.inside("io") if self.sandboxed else io])
+                                               untrusted=[self.inside(k) for k in ("tree", "build")] +
+                                               [self.inside("io") if self.isolation == "bwrap" else io])
                 self.loaded += loaded_libraries.report_lines(found, os.path.basename(argv[0]))
 
 
@@ -105,8 +127,8 @@ JAIL = None  # the grading's Jail, set by grade.grade
 
 
 def current_jail():
-    """The grading's Jail; outside a grading (the tooling's tests), an unsandboxed one."""
-    return JAIL or Jail(tempfile.mkdtemp(), False)
+    """The grading's Jail; outside a grading (the tooling's tests), one without isolation."""
+    return JAIL or Jail(tempfile.mkdtemp(), "none")
 
 
 def readable(folder):
@@ -145,7 +167,9 @@ def excerpt(text):
 
 
 def student_env():
-    """The environment of a student's program outside a sandbox: the grader's, without the secret."""
+    """The environment of a student's program without isolation (practice grading on the
+    student's own machine, which may need its CUDA variables): the grader's, without the secret
+    (grade.grade also removes it from the grader's own environment)."""
     return {k: v for k, v in os.environ.items() if k != "LADDER_GRADER_SECRET"}
 
 
@@ -159,90 +183,47 @@ def grader_rules(rung_cfg):
     return ["--check-precision", rung_cfg.get("precision", "fp32"), "--refill-check"]
 
 
-LARGE_CASE_BYTES = 4e9  # above this, a case needs one of its GPU's LARGE_CASE_SLOTS
-LARGE_CASE_SLOTS = 3     # the largest hidden problems hold about 10-20 GB each; an H100 has 80 GB
-
-
 def _gpu_key():
     """This grading's GPU (CUDA_VISIBLE_DEVICES, "all" when unset), safe in a file name: the key
-    of the per-GPU lock files."""
+    of the per-GPU lock file."""
     return re.sub(r"[^A-Za-z0-9,-]", "_", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
 
 
-@contextlib.contextmanager
-def large_case_turn(case):
-    """Holds, for a case whose largest tensor passes LARGE_CASE_BYTES, one of LARGE_CASE_SLOTS
-    locks shared by every grading on this machine that uses the same GPU (CUDA_VISIBLE_DEVICES),
-    waiting for a free one: an instructor grading a class in parallel must not see a correct
-    submission fail because other submissions' large problems filled the GPU's memory at the same
-    moment. Small cases, and everything a submission does, take no lock; waiting does not count
-    against a timeout."""
-    if case.largest_tensor_bytes() <= LARGE_CASE_BYTES:
-        yield
-        return
-    stem = os.path.join(tempfile.gettempdir(), f"ladder-grader-large-case-gpu-{_gpu_key()}-slot")
-    with contextlib.ExitStack() as files:  # closing a slot's file releases its lock
-        try:
-            slots = [files.enter_context(open(f"{stem}{i}.lock", "a")) for i in range(LARGE_CASE_SLOTS)]
-        except OSError as e:  # another user's lock files: grade on, without turns, and say so
-            log(f"large cases run without turns: cannot open {stem}N.lock ({e})")
-            slots = []
-        while slots and not any(_try_lock(f) for f in slots):
-            time.sleep(0.5)
-        yield
-
-
-def _gpu_lock_stem():
-    return os.path.join(tempfile.gettempdir(), f"ladder-grader-gpu-{_gpu_key()}")
-
-
-_TIMING_TURN_HELD = False  # this process holds its GPU alone (a timing): its own runs take no turn
+_TURN_HELD = False  # this process holds its GPU's turn (a timing's rounds): its own runs take no second one
 
 
 @contextlib.contextmanager
-def gpu_turn(alone=False):
-    """A turn on this grading's GPU (CUDA_VISIBLE_DEVICES), shared by every grading on the
-    machine: every program run takes a shared turn, and a timing (alone=True) waits until it has
-    the GPU to itself, so a correct submission graded beside others is not timed against their
-    kernels. A turnstile keeps runs that arrive while a timing waits behind it (the timing is not
-    starved). The runs of a process that holds the GPU alone take no turn of their own. Waiting
-    does not count against a timeout; without lock files (another user's), runs go on without
-    turns and say so."""
-    global _TIMING_TURN_HELD
-    if _TIMING_TURN_HELD:
+def gpu_turn(alone=True):
+    """This grading's GPU (CUDA_VISIBLE_DEVICES) to itself: every program run, and a timing's
+    whole interleaved rounds, waits for an exclusive lock shared by every grading of this user on
+    the machine. So a correct submission never runs beside another grading's program: not beside
+    one that fills the GPU's memory, nor one that spins, nor its timing beside anything (the
+    promise of docs/assignments.md). The runs of a process that holds the turn take no turn of
+    their own. Waiting does not count against a run's timeout. `alone` is accepted for the
+    callers that say so; every turn is exclusive."""
+    del alone
+    global _TURN_HELD
+    if _TURN_HELD:
         yield
         return
-    stem = _gpu_lock_stem()
     try:
-        turnstile, gpu = open(stem + ".turnstile", "a"), open(stem + ".lock", "a")
-    except OSError as e:
-        log(f"runs take no GPU turns: cannot open {stem}.lock ({e})")
+        gpu = open(os.path.join(sandbox.lock_dir(), f"gpu-{_gpu_key()}.lock"), "a")
+    except (OSError, sandbox.SandboxError) as e:
+        log(f"runs take no GPU turns: {e}")
         yield
         return
-    with turnstile, gpu:  # closing a file releases its lock
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        fcntl.flock(gpu, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        _TIMING_TURN_HELD = alone
+    with gpu:  # closing the file releases the lock
+        fcntl.flock(gpu, fcntl.LOCK_EX)
+        _TURN_HELD = True
         try:
             yield
         finally:
-            _TIMING_TURN_HELD = False
-
-
-def _try_lock(f):
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
+            _TURN_HELD = False
 
 
 def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
-    """One correctness case (_run_case), a large one in its turn (large_case_turn)."""
-    with large_case_turn(case):
-        return _run_case(program, stage_id, case, seed, timeout, rules, show_output)
+    """One correctness case (_run_case), in its GPU turn (Jail.run)."""
+    return _run_case(program, stage_id, case, seed, timeout, rules, show_output)
 
 
 def _run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
@@ -408,13 +389,16 @@ def score_perf(ratio, conf):
     return (zero - ratio) / (zero - full)
 
 
-NOT_TIMED = "not timed: performance counts once every public and hidden test passes, sanitizers clean"
+# The gate looks at the visible parts alone: a performance score that waited on the hidden tests
+# would tell the student, before the due date, whether they passed.
+NOT_TIMED = "not timed: performance counts once every public test passes and the sanitizers are clean"
 
 
 def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, run_one, tools, sanitize, bad,
                       todo_lines=()):
     """The public, hidden and sanitizer parts of rung r (P builds a reports.Part) and whether the
-    rung may be timed (every case passed, sanitizers clean, integrity held). run_one(case, seed)
+    rung may be timed (every public case passed, sanitizers clean, integrity held; never the
+    hidden cases, whose verdict the timing would reveal). run_one(case, seed)
     -> (status, detail) runs one correctness case; sanitize(tool) -> (status, output)
     runs one compute-sanitizer tool (status pass, fail, wrong or skipped; output as the report
     shows it); bad: the integrity check failed (no correctness points); todo_lines: the stubs the
@@ -483,7 +467,7 @@ def correctness_parts(args, r, P, cfg, public, hidden, hidden_source, secret, ru
     parts.append(P("sanitizer", score=pts["sanitizer"] if not san_fail and not san_wrong and len(san_skip) < len(tools)
                    else 0,
                    output="\n".join(san_lines), skipped=len(san_skip) == len(tools)))
-    return parts, not (public_frac < 1 or hidden_frac < 1 or san_fail or san_wrong or bad)
+    return parts, not (public_frac < 1 or san_fail or san_wrong or bad)
 
 
 def loaded_library_verdict(parts, lines):

@@ -180,24 +180,36 @@ def add_parser(sub, root):
     s.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     s.add_argument("--timeout", type=float, default=600)
     s.add_argument("--skip-gpu", action="store_true", help="static parts only (no GPU here)")
+    s.add_argument("--isolation", choices=("auto", "bwrap", "user", "none"), default="auto",
+                   help="grade's --isolation for every grading (default auto)")
     s.add_argument("--only", default="", help="comma-separated parts to run: reference, stub, fixtures")
     s.add_argument("--fixtures", default="*", help="the fixtures to run: a glob on their names, or several separated by commas "
                         "(e.g. '03/untimed_*,04/nonatomic_add')")
     s.set_defaults(run=lambda a: run(a, root))
 
 
-def grade_args(a, submission, rungs, work, **kw):
-    """An official grading (the self-test's own secret) in one reused work folder, hidden cases
-    not revealed: what a student would see before the due date."""
+def grade_args(a, submission, rungs, work, skip_performance=False, skip_gpu=None, fail_fast=False):
+    """An official grading (the self-test's own secret, a fixed submission id) in one reused work
+    folder, hidden cases not revealed: what a student would see before the due date. The
+    arguments go through the grade command's own parser, so the self-test grades exactly as
+    `scripts/assignment.py grade` does; --reuse-work (a fixed grading folder, made by the same
+    function as a fresh one) only spares the rebuilds."""
     out = os.path.join(work, "out")
     shutil.rmtree(out, ignore_errors=True)
-    ns = argparse.Namespace(submission=submission, rungs=",".join(rungs), work=work, out=out,
-                            secret_file=SECRET_FILE, reveal=False, cuda_architectures=a.cuda_architectures, jobs=a.jobs,
-                            timeout=a.timeout, skip_gpu=a.skip_gpu, skip_performance=False, fail_fast=False,
-                            reuse_work=True)
-    for k, v in kw.items():
-        setattr(ns, k, v)
-    return ns
+    argv = ["grade", "--submission", submission, "--rungs", ",".join(rungs), "--work", work, "--out", out,
+            "--secret-file", SECRET_FILE, "--jobs", str(a.jobs), "--timeout", str(a.timeout),
+            "--submission-id", "selftest", "--isolation", getattr(a, "isolation", "auto"), "--reuse-work"]
+    if a.cuda_architectures:
+        argv += ["--cuda-architectures", a.cuda_architectures]
+    if a.skip_gpu if skip_gpu is None else skip_gpu:
+        argv.append("--skip-gpu")
+    if skip_performance:
+        argv.append("--skip-performance")
+    if fail_fast:
+        argv.append("--fail-fast")
+    parser = argparse.ArgumentParser(prog="assignment.py")
+    grade.add_parser(parser.add_subparsers(dest="command"), grade.ROOT)
+    return parser.parse_args(argv)
 
 
 def ladders(rungs):

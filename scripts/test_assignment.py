@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-from grader import handout, integrity, markers, problems, reports, rung_meta, runs, selftest, technique, track  # noqa: E402
+from grader import grade, handout, integrity, markers, problems, reports, rung_meta, runs, sandbox, selftest, technique, track  # noqa: E402
 
 ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
 
@@ -434,79 +434,30 @@ class ProblemsTest(unittest.TestCase):
         self.assertEqual(problems.seed_for(7, "s", a1), problems.seed_for(7, "s", problems.Case("a", 1, ["x"], "y")))
         self.assertNotEqual(problems.seed_for(7, "", a0), problems.seed_for(8, "", a0))
 
-    def test_largest_tensor_bytes(self):
-        def size(*args):
-            return problems.Case("c", 0, list(args), "").largest_tensor_bytes()
-        self.assertEqual(size(), 4 * 16 * 128 * 514 * 514)  # the KernelBench problem's convT output
-        self.assertEqual(size("--kernelbench-v1"), 4 * 128 * 16 * 34 * 34)
-        self.assertEqual(size("--batch", "9", "--in-channels", "1025", "--out-channels", "1", "--size", "512", "512"),
-                         4 * 9 * 1025 * 512 * 512)  # x is the larger
-        self.assertEqual(size("--batch", "2", "--out-channels", "3", "--size", "6", "8", "--stride", "2"),
-                         4 * 2 * 64 * 6 * 8)
-        self.assertEqual(size("--batch", "1", "--in-channels", "2", "--out-channels", "5", "--input-size", "4", "6", "8",
-                              "--kernel-size", "3", "--stride", "2", "1", "1", "--clamp-min", "-1"), 4 * 5 * 9 * 8 * 10)
-        large = [c for c in problems.load(os.path.join(ROOT, "grader", "hidden", "hidden.problems"))
-                 if c.largest_tensor_bytes() > runs.LARGE_CASE_BYTES]
-        self.assertEqual({c.category for c in large}, {"past_2_31_elements"})
-
-    def test_large_cases_take_turns(self):
-        """A large case holds one of its GPU's slots (a grading finds them all taken when every
-        slot is held); a small one takes none."""
-        big = problems.Case("c", 0, ["--batch", "9", "--in-channels", "1025", "--size", "512"], "")
-        small = problems.Case("c", 0, ["--batch", "1"], "")
-        probe = ("import fcntl, sys\nfor path in sys.argv[1:]:\n    f = open(path, 'a')\n"
-                 "    try:\n        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n        sys.exit(0)\n"
-                 "    except OSError:\n        pass\nsys.exit(3)\n")
-        slots = [os.path.join(self.tmp, f"ladder-grader-large-case-gpu-5-slot{i}.lock") for i in range(2)]
-
-        def free_slot():
-            return subprocess.run([sys.executable, "-c", probe, *slots]).returncode == 0
-        with mock.patch.dict(os.environ, {"CUDA_VISIBLE_DEVICES": "5"}), \
-                mock.patch.object(tempfile, "tempdir", self.tmp), mock.patch.object(runs, "LARGE_CASE_SLOTS", 2):
-            with runs.large_case_turn(small):
-                self.assertFalse(os.path.exists(slots[0]))
-            with runs.large_case_turn(big):
-                self.assertTrue(free_slot())  # one of two taken
-                with runs.large_case_turn(big):
-                    self.assertFalse(free_slot())  # both taken: a third large case would wait
-            self.assertTrue(free_slot())
-        not_a_folder = os.path.join(self.tmp, "a_file")
-        write(not_a_folder, "")
-        ran = []
-        with mock.patch.object(tempfile, "tempdir", not_a_folder), mock.patch.object(runs, "log") as log:
-            with runs.large_case_turn(big):  # no lock files to be had: the case still runs, and says so
-                ran.append(True)
-        self.assertEqual(ran, [True])
-        self.assertIn("without turns", log.call_args[0][0])
-
-    def test_timing_has_the_gpu_alone(self):
-        """Runs share their GPU's turn; a timing waits for the GPU alone, and while it holds it
-        another grading's run cannot start (the turnstile holds it back too); the timing's own runs
-        take no second turn (no self-deadlock); another GPU's lock is separate."""
+    def test_every_run_has_the_gpu_alone(self):
+        """Every run, and a timing's rounds, holds its GPU's lock exclusively (so no grading runs
+        beside another's memory hog or spinning kernel); a process that holds the turn takes no
+        second one (no self-deadlock); another GPU's lock is separate; the lock folder is the
+        user's own."""
         probe = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\n"
-                 "try:\n    fcntl.flock(f, (fcntl.LOCK_EX if sys.argv[2] == 'ex' else fcntl.LOCK_SH) | fcntl.LOCK_NB)\n"
-                 "except OSError:\n    sys.exit(3)\n")
+                 "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError:\n    sys.exit(3)\n")
+        locks = os.path.join(self.tmp, f"ladder-grader-locks-{os.geteuid()}")
 
-        def can(kind, gpu="5", what="lock"):
-            path = os.path.join(self.tmp, f"ladder-grader-gpu-{gpu}.{what}")
-            return subprocess.run([sys.executable, "-c", probe, path, kind]).returncode == 0
+        def free(gpu="5"):
+            return subprocess.run([sys.executable, "-c", probe, os.path.join(locks, f"gpu-{gpu}.lock")]).returncode == 0
         with mock.patch.dict(os.environ, {"CUDA_VISIBLE_DEVICES": "5"}), mock.patch.object(tempfile, "tempdir", self.tmp):
             with runs.gpu_turn():
-                self.assertTrue(can("sh"))   # other gradings' runs go on beside a run
-                self.assertFalse(can("ex"))  # a timing waits for it
-                self.assertTrue(can("ex", what="turnstile"))  # and the run does not block the turnstile
-            with runs.gpu_turn(alone=True):
-                self.assertFalse(can("sh"))
-                self.assertFalse(can("ex", what="turnstile"))  # runs arriving now queue behind the timing
-                self.assertTrue(can("ex", gpu="6"))  # another GPU is not held
-                with runs.gpu_turn():  # the timing's own run: no second turn, no deadlock
-                    self.assertFalse(can("sh"))
-            self.assertTrue(can("ex"))
-            self.assertTrue(can("ex", what="turnstile"))
+                self.assertFalse(free())     # another grading's run waits
+                self.assertTrue(free("6"))   # another GPU is not held
+                with runs.gpu_turn(alone=True):  # a timing's own run: no second turn, no deadlock
+                    self.assertFalse(free())
+            self.assertTrue(free())
+            self.assertEqual(os.stat(locks).st_mode & 0o777, 0o700)
         ran = []
-        with mock.patch.object(tempfile, "tempdir", os.path.join(self.tmp, "no", "such")), \
+        with mock.patch.object(tempfile, "tempdir", os.path.join(self.tmp, "no", "such", "file")), \
+                mock.patch.object(sandbox, "lock_dir", side_effect=OSError("no lock folder")), \
                 mock.patch.object(runs, "log") as log:
-            with runs.gpu_turn(alone=True):  # no lock files to be had: the run still happens, and says so
+            with runs.gpu_turn():  # no lock file to be had: the run still happens, and says so
                 ran.append(True)
         self.assertEqual(ran, [True])
         self.assertIn("no GPU turns", log.call_args[0][0])
@@ -547,7 +498,12 @@ META = {"rungs": ["03", "04"], "official": False, "gpu": True, "gpu_why": "", "r
 class ReportsTest(unittest.TestCase):
     def test_results_json(self):
         doc = reports.results_json(PARTS, META)
-        self.assertEqual(doc["score"], 80.0)
+        # Before the due date the total counts the visible parts alone (the hidden part has 30).
+        self.assertEqual(doc["score"], 50.0)
+        self.assertIn("hidden tests (40 points) are scored after the due date", doc["output"])
+        revealed = reports.results_json(PARTS, {**META, "reveal": True})
+        self.assertEqual(revealed["score"], 80.0)
+        self.assertNotIn("after the due date", revealed["output"])
         self.assertEqual(len(doc["tests"]), 6)
         for t in doc["tests"]:
             self.assertLessEqual({"name", "score", "max_score", "output", "visibility"}, set(t))
@@ -560,6 +516,23 @@ class ReportsTest(unittest.TestCase):
         no_ratio = [p for p in PARTS if p.ratio is None]
         self.assertNotIn("leaderboard", reports.results_json(no_ratio, META))
         json.dumps(doc)  # serializable
+
+    def test_instructor_copy(self):
+        """An official run writes instructor.json (owner-only): every part, the whole total and
+        the submission id that reproduces the hidden seeds; a local run writes none."""
+        with tempfile.TemporaryDirectory() as out:
+            reports.write_all(PARTS, {**META, "official": True, "submission_id": "gradescope-42"}, out)
+            path = os.path.join(out, "instructor.json")
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+            with open(path, encoding="utf-8") as f:
+                copy = json.load(f)
+            self.assertEqual((copy["total"], copy["visible_total"], copy["submission_id"]), (80.0, 50.0, "gradescope-42"))
+            self.assertIn("--submission-id gradescope-42", copy["regrade"])
+            with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+                self.assertEqual(json.load(f)["score"], 50.0)
+        with tempfile.TemporaryDirectory() as out:
+            reports.write_all(PARTS, META, out)
+            self.assertFalse(os.path.exists(os.path.join(out, "instructor.json")))
 
     def test_junit_xml(self):
         suites = ET.fromstring(reports.junit_xml(PARTS, META))
@@ -580,6 +553,42 @@ class ReportsTest(unittest.TestCase):
 
 
 class GradeTest(unittest.TestCase):
+    def test_hidden_seeds_are_per_submission(self):
+        """The hidden seeds mix the class secret with the submission's identity: two submissions
+        (or two resubmissions) get different hidden inputs, and a regrade with the same id the
+        same ones; without an id, Gradescope's metadata, else a fresh nonce."""
+        case = problems.Case("odd_sizes", 0, [], "")
+        seed = lambda sid: problems.seed_for(7, grade.seed_secret("class", sid), case)  # noqa: E731
+        self.assertEqual(seed("gradescope-1"), seed("gradescope-1"))
+        self.assertNotEqual(seed("gradescope-1"), seed("gradescope-2"))
+        ns = argparse.Namespace(submission_id="", submission_metadata="")
+        with mock.patch.object(grade, "GRADESCOPE_METADATA", "/no/such/file"):
+            a, b = grade.submission_identity(ns), grade.submission_identity(ns)
+        self.assertTrue(a.startswith("nonce-") and a != b)
+        with tempfile.TemporaryDirectory() as tmp:
+            meta = write(os.path.join(tmp, "m.json"), json.dumps({"id": 123, "assignment": {
+                "due_date": "2001-01-01T00:00:00.000000-07:00", "late_due_date": None}}))
+            ns = argparse.Namespace(submission_id="", submission_metadata=meta)
+            self.assertEqual(grade.submission_identity(ns), "gradescope-123")
+            self.assertTrue(grade.due_date_passed(ns))  # a regrade after the due date reveals the hidden parts
+            write(meta, json.dumps({"id": 5, "assignment": {"due_date": "2999-01-01T00:00:00-07:00"}}))
+            self.assertFalse(grade.due_date_passed(ns))
+            write(meta, "{not json")
+            with self.assertRaisesRegex(handout.HandoutError, "submission-metadata"):
+                grade.submission_identity(ns)
+
+    def test_grading_folders(self):
+        """The official run and the self-test make their grading folder with one function: mode
+        0711 (passable by the sandbox's uid, not listable), fresh per grading or reused."""
+        with tempfile.TemporaryDirectory() as tmp:
+            work = os.path.join(tmp, "work")
+            a, b = grade.make_grading_dir(work, False), grade.make_grading_dir(work, False)
+            self.assertNotEqual(a, b)
+            again = grade.make_grading_dir(work, True)
+            self.assertEqual(again, grade.make_grading_dir(work, True))
+            for path in (work, a, b, again):
+                self.assertEqual(os.stat(path).st_mode & 0o777, 0o711, path)
+
     def test_score_perf(self):
         conf = {"full_at": 1.2, "zero_at": 10.0}
         for ratio, want in ((1.0, 1.0), (1.2, 1.0), (10.0, 0.0), (20.0, 0.0), (5.6, 0.5), (3.4, 0.75)):
