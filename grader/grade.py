@@ -12,8 +12,10 @@ the submission) over it, builds the rungs, and per rung runs
              of its compiled objects (integrity.py: no oracle, library or process escape, no
              symbol outside the rung's allow-list, no static constructor); an integrity failure
              also zeroes correctness;
-  performance  the rung, the reference solution (official runs) and the streaming-read floor timed
-             interleaved in one process on fresh inputs (grader/grade_timing.cu).
+  performance  the rung and the reference solution (official runs; the reference build's program,
+             never linked with the student's) timed in separate processes, in alternating rounds on
+             seeds the grader hands over after prepare(), with the streaming-read floor; the
+             student's outputs compared with the reference's by the grader (runs.timing).
 Without a GPU the build and static checks still run; the report says what was skipped and why.
 A second track's rungs (TRACK-NN, e.g. p38-03) are graded with the same parts by grader/track.py,
 through the track's program.
@@ -31,7 +33,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import handout, markers, problems, reports, rung_meta, runs, sandbox, track
+from . import handout, integrity, markers, problems, reports, rung_meta, runs, sandbox, track
 
 ROOT = None  # set by add_parser
 log = runs.log
@@ -200,14 +202,37 @@ def prepare_tree(args, grading_dir, rungs, declared):
     return missing
 
 
+def reference_build_dir(work_root):
+    """The reference build: this tree (the instructor's), built by the grader in WORK/reference-build."""
+    return os.path.join(work_root, "reference-build")
+
+
+def reference_timing_program(work_root, r):
+    """The reference build's grade_timing_NN of stage rung r (runs.timing runs it as the grader)."""
+    return os.path.join(reference_build_dir(work_root), f"grade_timing_{r}")
+
+
 def reference_libraries(args, work_root, jail, rungs):
-    """Builds the reference solutions of the stage rungs from this tree, outside the sandbox
-    (instructor code only), in work_root/reference-build, and copies each into the grading's
-    reference/ folder as libreference_stage_NN.a: the student's build links them without seeing
-    their source. Returns {rung: why} for those that failed."""
-    build_dir = os.path.join(work_root, "reference-build")
+    """Builds the reference solutions of the stage rungs from this tree (instructor code only),
+    outside the sandbox, in WORK/reference-build: their timing programs grade_timing_NN (which
+    runs.timing runs beside the student's, in a process of their own) and their stage objects
+    (which reference_integrity reads). The folder is the grader's alone (mode 0700: root's when
+    grading as root), never bound into the sandbox and never copied into the grading folder, so
+    neither the student's build nor their programs can read the reference's sources or objects.
+    What an older grader copied where the sandbox sees (the grading's reference/ folder, reference
+    objects in the build, reference-objects/) is deleted first. Returns {rung: why} for those
+    that failed."""
+    build_dir = reference_build_dir(work_root)
+    os.makedirs(build_dir, exist_ok=True)
+    os.chmod(build_dir, 0o700)
+    for name in os.listdir(jail.dirs["reference"]):  # the jail's own folder: it stays, empty
+        path = os.path.join(jail.dirs["reference"], name)
+        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+    shutil.rmtree(os.path.join(jail.grading, "reference-objects"), ignore_errors=True)
+    for old in glob.glob(os.path.join(jail.dirs["build"], "grader", "CMakeFiles", "reference_stage_*.dir")):
+        shutil.rmtree(old, ignore_errors=True)
     cmake = ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
-             "-DLADDER_GRADE_RUNGS=" + ";".join(rungs), "-DLADDER_REFERENCE_DIR=" + ROOT]
+             "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
     if args.cuda_architectures:
         cmake.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_architectures)
     p = subprocess.run(cmake, capture_output=True, text=True)
@@ -215,34 +240,37 @@ def reference_libraries(args, work_root, jail, rungs):
         return {r: "the reference build could not be configured: " + (p.stdout + p.stderr)[-500:] for r in rungs}
     failed = {}
     for r in rungs:
-        p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", f"reference_stage_{r}"],
+        program = reference_timing_program(work_root, r)
+        if os.path.exists(program):  # never an older build's program in place of one that now fails
+            os.remove(program)
+        p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", f"grade_timing_{r}"],
                            capture_output=True, text=True)
-        objects = sorted(glob.glob(os.path.join(build_dir, "grader", "CMakeFiles", f"reference_stage_{r}.dir", "**",
-                                                "*.o"), recursive=True))
-        if p.returncode != 0 or not objects:
+        if p.returncode != 0 or not os.path.isfile(program):
             failed[r] = "the reference solution did not build: " + (p.stdout + p.stderr)[-500:]
-            continue
-        lib = os.path.join(jail.dirs["reference"], f"libreference_stage_{r}.a")
-        if os.path.exists(lib):
-            os.remove(lib)
-        subprocess.run(["ar", "rcs", lib, *objects], check=True)
-        keep = os.path.join(jail.grading, "reference-objects", r)  # for the integrity check, out of the jail
-        os.makedirs(keep, exist_ok=True)
-        for o in objects:
-            sync_file(o, os.path.join(keep, os.path.basename(o)))
     return failed
 
 
-def place_reference_objects(jail, r):
-    """Puts the reference objects where the integrity check reads them (after the build, so
-    nothing the build wrote replaces them)."""
-    keep = os.path.join(jail.grading, "reference-objects", r)
-    dest = os.path.join(jail.dirs["build"], "grader", "CMakeFiles", f"reference_stage_{r}.dir")
-    if os.path.isdir(keep):
-        shutil.rmtree(dest, ignore_errors=True)
-        os.makedirs(dest)
-        for o in os.listdir(keep):
-            shutil.copyfile(os.path.join(keep, o), os.path.join(dest, o))
+def reference_integrity(ctx, r):
+    """The integrity check of stage rung r's objects in the student's build (runs.integrity), with
+    rule 2e comparing their weak symbols with the reference solution's own objects of the rung:
+    those of the reference build (WORK/reference-build/CMakeFiles/stage_NN.dir), read here by the
+    grader, outside the sandbox, where the student's build and programs never see them. Without a
+    reference (a handout graded locally), or where the reference build has no objects of the rung,
+    runs.integrity's own check (weak symbols against the ladder libraries)."""
+    build, ref_build = ctx["build"], reference_build_dir(ctx["work"])
+    if not ctx["reference"]:
+        return runs.integrity(build, r)
+    listed = integrity.ninja_objects(build)
+    report = integrity.Report()
+    report.objects = integrity.target_objects(build, f"CMakeFiles/stage_{r}.dir", listed)
+    references = integrity.target_objects(ref_build, f"CMakeFiles/stage_{r}.dir", integrity.ninja_objects(ref_build))
+    if not report.objects or not references:
+        return runs.integrity(build, r)
+    report.reference = True
+    for folder in integrity.REFERENCE_TARGETS:  # the ladder libraries, as the student's build compiled them
+        if not folder.startswith("grader/"):
+            references += integrity.target_objects(build, folder.format(id=r), listed)
+    return integrity.check_objects(report, r, references)
 
 
 def build(args, jail, rungs, folders, reference, track_rungs=(), declared=None, config=None):
@@ -254,8 +282,7 @@ def build(args, jail, rungs, folders, reference, track_rungs=(), declared=None, 
     tree, build_dir = jail.inside("tree"), jail.inside("build")
     cmake = ["cmake", "-S", tree, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
              "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
-    if reference:
-        cmake.append("-DLADDER_REFERENCE_LIBDIR=" + jail.inside("reference"))
+    # Nothing of the reference: its programs are the reference build's (reference_libraries).
     if args.cuda_architectures:
         cmake.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_architectures)
     p = jail.build(cmake)
@@ -323,9 +350,7 @@ def grade_rung(args, r, folder, ctx):
     mark = len(ctx["jail"].loaded)  # the rule 5 lines of this rung's own runs come after it
 
     # Static: integrity (the compiled objects) and technique (the SASS).
-    if ctx["reference"]:
-        place_reference_objects(ctx["jail"], r)
-    integrity = runs.integrity(ctx["build"], r)
+    integrity = reference_integrity(ctx, r)
     if not built:
         msg = "does not link:\n" + build_log + ("\n" + "\n".join(integrity.lines()) if integrity.failed else "")
         return [P(p, score=0, output=msg) for p in pts]
@@ -371,17 +396,26 @@ def grade_rung(args, r, folder, ctx):
 
 
 def performance(args, r, P, pts, ctx, timing, perf_cfg):
-    """The performance part of stage rung r, timed by grade_timing_NN."""
+    """The performance part of stage rung r: runs.timing of the student's grade_timing_NN and, in
+    an official run (ctx["reference"]), the reference build's, in separate processes, in
+    perf_cfg["rounds"] rounds (default 3)."""
     log(f"rung {r}: timing ({timing['mode']} mode)")
-    status, data = runs.timing(ctx["build"], r, timing["mode"], timing.get("args", []), perf_cfg["reps"],
-                               perf_cfg["warmup"], args.timeout)
+    reference = reference_timing_program(ctx["work"], r) if ctx["reference"] else None
     part = P("performance", score=0, output="")
+    if reference and not os.path.isfile(reference):
+        part.skipped = True
+        part.output = "not scored: the reference solution's timing program did not build (the grading log says why)"
+        return part
+    status, data = runs.timing(ctx["build"], r, timing["mode"], timing.get("args", []), perf_cfg["reps"],
+                               perf_cfg["warmup"], args.timeout, reference=reference,
+                               rounds=perf_cfg.get("rounds", 3))
     if status != "ok":
         part.output = f"timing {status}: {data.get('first_mismatch') or data.get('error', '')}"
         part.skipped = status == "skipped"
     else:
         s, fl = data["student"]["median_ms"], data["floor"]["median_ms"]
-        lines = [f"problem: {data.get('problem', '')}", f"your rung: {s:.4g} ms (median of {data['reps']})",
+        lines = [f"problem: {data.get('problem', '')}",
+                 f"your rung: {s:.4g} ms (median of {data['reps']} repetitions x {data['rounds']} round(s))",
                  f"streaming-read floor: {fl:.4g} ms"]
         if "uncovered_ms" in data:
             lines.append(f"host wall time beyond the CUDA events: {data['uncovered_ms']:.3f} ms "
@@ -392,8 +426,8 @@ def performance(args, r, P, pts, ctx, timing, perf_cfg):
             ratio = data["ratio_to_reference"]
             part.ratio = ratio
             part.score = round(pts["performance"] * runs.score_perf(ratio, perf_cfg), 2)
-            lines.append(f"reference solution: {data['reference']['median_ms']:.4g} ms; ratio {ratio:.3g} "
-                         f"(full credit at <= {perf_cfg['full_at']}x, none at >= {perf_cfg['zero_at']}x)")
+            lines.append(f"reference solution: {data['reference']['median_ms']:.4g} ms, in processes of its own; "
+                         f"ratio {ratio:.3g} (full credit at <= {perf_cfg['full_at']}x, none at >= {perf_cfg['zero_at']}x)")
         else:
             part.skipped = True
             lines.append(f"not scored here: the reference solution is timed at official grading "

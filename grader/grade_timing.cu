@@ -1,65 +1,83 @@
-// grade_timing_NN: the autograder's timing of one rung (scripts/assignment.py grade). In one
-// process, interleaved repetition by repetition, it times the student's stage NN, the reference
-// solution of the same rung (when this program was built with one) and the streaming-read floor.
-// Every repetition refills the input with fresh values, and every timed launch starts with L2
-// flushed and its outputs poisoned; the contenders take turns at going first after the refill.
-// After each timed repetition the student's outputs are checked against the reference's on that
-// repetition's input, so an output cached from an earlier run, or computed lazily, fails.
-// Each launch is also timed on the host, from its first enqueue to cudaDeviceSynchronize: work
-// the CUDA events miss (done on the host, or on another stream, before the first mark or after
-// the last) shows up as wall time the events do not cover, and fails the timing.
-// CMake (grader/CMakeLists.txt) links the two stages and names their descriptors:
-// GRADE_STUDENT_SYMBOL and, optionally, GRADE_REFERENCE_SYMBOL.
+// grade_timing_NN: one process of the autograder's timing of rung NN (scripts/assignment.py grade;
+// grader/runs.py, timing, runs it and judges what it writes). It times this build's stage NN and
+// the streaming-read floor, interleaved repetition by repetition, on inputs the grader chooses.
+//
+// Two builds, two processes. The grader runs this program of the student's build (in the
+// sandbox) and the same program of the reference build (the instructor's tree, built outside the
+// sandbox in WORK/reference-build), in separate processes, in rounds whose first process
+// alternates, while it holds the GPU alone. Nothing of the reference is linked into, or readable
+// from, the student's process or build: there is no second descriptor to find, no pool to call.
+//
+// Seeds, one per repetition, handed over only when asked (--handshake DIR). After prepare() and
+// every other setup, and then before each repetition r, the program writes DIR/ready-r and waits
+// for DIR/seed-r, a 64-bit seed the grader draws from os.urandom and writes only once ready-r is
+// there. So prepare() runs before any seed exists, and no run, timed or warm-up, has the seed of
+// a later repetition: nothing can be computed ahead for a timed repetition. (The stage's code
+// cannot write or read files itself: integrity rule 4.) Both processes of a round get the same
+// seeds, so the reference's outputs are the expected ones. Repetition 0's seed also draws weight,
+// conv_bias and bias. Without --handshake (a manual run) the seeds come from std::random_device.
+//
+// The program never judges its own outputs: --outputs FILE gets the stage's pooled and y of every
+// timed repetition, and the reference's run adds --tolerance FILE, the per-element tolerance of the
+// first repetition's input at its stage's precision (the instructor's rule, never the student's
+// descriptor). The grader compares the two in its own process.
+//
+// Every repetition refills the input with fresh values, and every launch starts with L2 flushed
+// and its outputs poisoned; stage and floor take turns at going first after the refill. Each
+// launch is also timed on the host, from its first enqueue to cudaDeviceSynchronize: work the
+// CUDA events miss (on the host, or on another stream, before the first mark) shows up as wall
+// time the events do not cover, which the grader holds against the reference's own.
+// CMake (grader/CMakeLists.txt) names the stage's descriptor: GRADE_STAGE_SYMBOL.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cmath>
 #include <fstream>
 #include <functional>
-#include <random>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
 
 #include "device.hpp"
 #include "fresh_inputs.cuh"
-#include "gpu_session.hpp"
 #include "host_memory_need.hpp"
 #include "oracle.hpp"
 #include "pool_only.hpp"
 #include "problem_options.hpp"
 #include "streaming_read.cuh"
+#include "timing.hpp"
 #include "tolerance.hpp"
 
-#ifndef GRADE_STUDENT_SYMBOL
-#error "GRADE_STUDENT_SYMBOL is not defined: grade_timing.cu is built by grader/CMakeLists.txt"
+#ifndef GRADE_STAGE_SYMBOL
+#error "GRADE_STAGE_SYMBOL is not defined: grade_timing.cu is built by grader/CMakeLists.txt"
 #endif
 
 namespace ladder {
-const StageDescriptor& GRADE_STUDENT_SYMBOL();
-#ifdef GRADE_REFERENCE_SYMBOL
-const StageDescriptor& GRADE_REFERENCE_SYMBOL();
-#endif
+const StageDescriptor& GRADE_STAGE_SYMBOL();
 }  // namespace ladder
 
 namespace {
 
 using namespace ladder;
 
-/// An error raised by a contender's own code (prepare, run, its kernels): exit status 1.
-struct ContenderError : std::runtime_error {
+/// An error raised by the stage's own code (prepare, run, its kernels): exit status 1.
+struct StageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Runs f, rethrowing any error as a ContenderError that names `who`.
+/// Runs f, rethrowing any error as a StageError that names `who`.
 template <class F>
 void blame(const std::string& who, F&& f) {
   try {
     f();
   } catch (const std::exception& e) {
-    throw ContenderError(who + ": " + e.what());
+    throw StageError(who + ": " + e.what());
   }
 }
+
+/// The wall time a stage's prepare() may take (host-side setup such as cudaFuncSetAttribute), ms.
+constexpr double kPrepareMs = 1000.0;
 
 /// The PhaseMarks a contender gets: records `start` at its first mark only, so its time runs
 /// from its first enqueue to the end, without the host-side setup before that mark.
@@ -77,48 +95,80 @@ class StartMark : public PhaseMarks {
   cudaStream_t stream_;
 };
 
-/// One of the timed programs: the student, the reference or the floor. Each stage has its own
-/// outputs and workspace; `enqueue` runs it once on the stream (no synchronization).
+/// The seeds of the repetitions (see the top of this file).
+class Seeds {
+ public:
+  /// dir: the handshake folder (--handshake; empty: none); timeout_s: how long to wait for a seed.
+  Seeds(std::string dir, double timeout_s) : dir_(std::move(dir)), timeout_s_(timeout_s) {}
+
+  /// Repetition r's seed; call with r = 0, 1, ... in order. With a folder: writes DIR/ready-r,
+  /// then waits for DIR/seed-r (a decimal uint64 and a newline, which the grader renames into
+  /// place whole). Throws std::runtime_error when it cannot write, after timeout_s without a
+  /// seed, or on a malformed one. Without a folder: std::random_device.
+  uint64_t operator()(int r) const {
+    if (dir_.empty()) {
+      std::random_device entropy;
+      return (uint64_t(entropy()) << 32) ^ uint64_t(entropy());
+    }
+    const std::string ready = dir_ + "/ready-" + std::to_string(r), path = dir_ + "/seed-" + std::to_string(r);
+    if (std::ofstream f(ready); !(f << "ready\n")) throw std::runtime_error("cannot write " + ready);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      std::string line;
+      if (std::ifstream f(path); f && std::getline(f, line)) {
+        if (line.empty() || line.size() > 20 || line.find_first_not_of("0123456789") != std::string::npos)
+          throw std::runtime_error(path + ": not a decimal 64-bit seed");
+        try {
+          return std::stoull(line);
+        } catch (const std::exception&) {
+          throw std::runtime_error(path + ": not a decimal 64-bit seed");
+        }
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s_)
+        throw std::runtime_error("no seed from the grader for repetition " + std::to_string(r) + " within " +
+                                 std::to_string(int(timeout_s_)) + " s (" + path + ")");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  bool from_grader() const { return !dir_.empty(); }
+
+ private:
+  std::string dir_;
+  double timeout_s_;
+};
+
+/// One timed program: the stage, or the floor (the streaming read). The stage has its own outputs
+/// and workspace; `enqueue` runs it once on the stream (no synchronization).
 struct Contender {
   std::string name;
   const StageDescriptor* stage = nullptr;  ///< null for the floor
   DeviceBuffer<float> pooled, y;           ///< y is empty in pool mode, both for the floor
   DeviceBuffer<unsigned char> workspace;
   std::function<void(PhaseMarks&)> enqueue;
-  std::vector<double> ms;       ///< CUDA-event time, one per timed repetition
+  std::vector<double> ms;       ///< CUDA-event time of each timed repetition
   std::vector<double> wall_ms;  ///< host wall time of the same launches
 };
 
-/// Host wall time a launch may take beyond its CUDA-event time (launch latency, host-side
-/// planning): 0.1 ms, plus twice what the reference solution takes beyond its own events (the
-/// machine's launch and synchronization cost), plus 2% of the student's event time. Work hidden
-/// from the events can gain at most that much.
-/// The wall time a stage's prepare() may take (host-side setup such as cudaFuncSetAttribute).
-constexpr double kPrepareMs = 1000.0;
-
-double uncovered_allowance_ms(double event_ms, double reference_uncovered_ms) {
-  return 0.1 + 2.0 * reference_uncovered_ms + 0.02 * event_ms;
-}
-
-std::vector<double> to_host(const DeviceBuffer<float>& d) {
-  std::vector<float> h(d.size());
-  if (d.size()) CUDA_CHECK(cudaMemcpy(h.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
-  return {h.begin(), h.end()};
-}
-
 DeviceBuffer<float> upload(const std::vector<float>& h, const std::string& what) {
   DeviceBuffer<float> d(h.size(), what);
-  CUDA_CHECK(cudaMemcpy(d.get(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
+  if (d.size()) CUDA_CHECK(cudaMemcpy(d.get(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
   return d;
 }
 
-int64_t non_finite(const std::vector<double>& v) {
-  return std::count_if(v.begin(), v.end(), [](double e) { return !std::isfinite(e); });
+/// Appends d (device, fp32) to the host vector `out`. Throws CudaError.
+void append_from_device(const DeviceBuffer<float>& d, std::vector<float>& out) {
+  const size_t at = out.size();
+  out.resize(at + d.size());
+  if (d.size()) CUDA_CHECK(cudaMemcpy(out.data() + at, d.get(), d.bytes(), cudaMemcpyDeviceToHost));
 }
 
-nlohmann::json spread_json(const std::vector<double>& ms) {
-  const Spread s = spread_of(ms);
-  return {{"median_ms", s.median}, {"min_ms", s.min}, {"max_ms", s.max}};
+/// Writes `count` values of type T from `data` to `path` (raw, this machine's byte order).
+/// Throws std::runtime_error when it cannot.
+template <class T>
+void write_raw(const std::string& path, const T* data, size_t count) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f.write(reinterpret_cast<const char*>(data), std::streamsize(count * sizeof(T))))
+    throw std::runtime_error("cannot write " + path);
 }
 
 struct Options {
@@ -126,99 +176,94 @@ struct Options {
   bool pool_mode = false;
   int reps = 20, warmup = 2;
   bool quiet = false;
+  std::string handshake, outputs_path, tolerance_path;
+  double handshake_timeout_s = 60;
 };
 
 /// What needs no GPU: throws InvalidProblem or std::invalid_argument (exit status 2).
-void check_request(const Options& o, const StageDescriptor& student, const StageDescriptor* reference) {
+void check_request(const Options& o, const StageDescriptor& stage) {
   o.problem.validate();
-  if (!student.is_gpu()) throw std::invalid_argument("stage " + student.label() + " is not a GPU stage");
-  for (const StageDescriptor* s : {&student, reference})
-    if (s && o.pool_mode && !s->run_pool)
-      throw std::invalid_argument("--mode pool: stage " + s->label() + " has no pool phase of its own (run_pool)");
+  if (!stage.is_gpu()) throw std::invalid_argument("stage " + stage.label() + " is not a GPU stage");
+  if (o.pool_mode && !stage.run_pool)
+    throw std::invalid_argument("--mode pool: stage " + stage.label() + " has no pool phase of its own (run_pool)");
 }
 
-/// Sets up the contenders, runs the interleaved repetitions and fills `out`. Returns the exit
-/// status (0, or 1 on a mismatch); throws ContenderError (status 1) or anything else (status 2).
-int grade(const Options& o, const StageDescriptor& student, const StageDescriptor* reference, nlohmann::json& out) {
+/// The tolerance of the first repetition's input (on the device in `fresh`) at the stage's
+/// precision: stage mode, stage_tolerance of the fp64 oracle; pool mode, pool_tolerance (y empty).
+/// Throws CudaError, std::bad_alloc.
+Tolerance first_input_tolerance(const Options& o, const StageDescriptor& stage, const DeviceBuffer<float>& fresh,
+                                const HostInputs& params) {
   const Problem& p = o.problem;
-  check_host_memory(o.pool_mode ? pool_only_host_memory_need(p, 2) : ladder_host_memory_need(p, 2, false),
+  std::vector<float> host(fresh.size());
+  CUDA_CHECK(cudaMemcpy(host.data(), fresh.get(), fresh.bytes(), cudaMemcpyDeviceToHost));
+  Tolerance tol;
+  if (o.pool_mode) {
+    tol.pooled = pool_tolerance(p, pool_reference(p, host.data()));
+  } else {
+    const HostInputs in{std::move(host), params.weight, params.conv_bias, params.bias};
+    tol = stage_tolerance(p, linearity_pipeline(p, in), stage.precision);
+  }
+  return tol;
+}
+
+/// Sets up the stage and the floor, runs the interleaved repetitions, writes the outputs (and
+/// the tolerance) files and fills `out`. Returns 0; throws StageError (status 1) or anything
+/// else (status 2).
+int time_stage(const Options& o, const StageDescriptor& stage, nlohmann::json& out) {
+  const Problem& p = o.problem;
+  check_host_memory(o.pool_mode ? pool_only_host_memory_need(p, 1) : ladder_host_memory_need(p, 1, false),
                     probe_host_memory());
   out["device"] = device_description();
   auto note = [&](const std::string& m) { if (!o.quiet) std::cerr << m << std::endl; };
-  note("grade_timing: " + student.label() + (o.pool_mode ? ", pool phase, " : ", ") + p.describe());
+  note("grade_timing: " + stage.label() + (o.pool_mode ? ", pool phase, " : ", ") + p.describe());
 
-  // The input every repetition refills, its first version, and the tolerance from that version.
-  DeviceBuffer<float> fresh, weight, conv_bias, bias;
-  Tolerance tol;
-  if (!o.pool_mode) {
-    const HostInputs in = make_inputs(p);  // p.distribution is Uniform: the refills' distribution
-    // The student against the reference, at the reference's precision: the instructor's rule,
-    // never the student's descriptor (without a reference the check is NaN and Inf only).
-    const Precision precision = reference ? reference->precision : Precision::Fp32;
-    tol = stage_tolerance(p, linearity_pipeline(p, in), precision);
-    fresh = upload(in.x, "x " + format_bytes(4.0 * double(in.x.size())));
-    weight = upload(in.weight, "weight"), conv_bias = upload(in.conv_bias, "conv_bias"), bias = upload(in.bias, "bias");
-  } else {
-    fresh = DeviceBuffer<float>(size_t(p.out_elems()), "the convT-shaped pool input " + format_bytes(4.0 * double(p.out_elems())));
-  }
+  // The input every repetition refills (x, or the convT-shaped pool input) and the parameters,
+  // drawn once repetition 0's seed is known.
+  const int64_t n = o.pool_mode ? p.out_elems() : p.x_elems();
+  DeviceBuffer<float> fresh(size_t(n), (o.pool_mode ? "the convT-shaped pool input " : "x ") + format_bytes(4.0 * double(n)));
+  DeviceBuffer<float> weight, conv_bias, bias;
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreate(&stream));
   std::unique_ptr<CUstream_st, cudaError_t (*)(cudaStream_t)> stream_owner(stream, cudaStreamDestroy);
-  const int64_t n = int64_t(fresh.size());
-  uint64_t fresh_seed = 0;  // drawn from the OS after every prepare(): nothing can precompute the refills
-  auto refill = [&](uint64_t rep) { refill_fresh(fresh.get(), n, fresh_seed, rep, stream); };
 
-  std::vector<std::unique_ptr<Contender>> cs;
-  const DeviceInputs din{fresh.get(), weight.get(), conv_bias.get(), bias.get()};
-  for (const StageDescriptor* s : {&student, reference}) {
-    if (!s) continue;
-    auto c = std::make_unique<Contender>();
-    c->name = cs.empty() ? "student" : "reference";
-    c->stage = s;
-    c->pooled = DeviceBuffer<float>(size_t(p.pooled_elems()), c->name + " pooled");
-    if (!o.pool_mode) c->y = DeviceBuffer<float>(size_t(p.batch), c->name + " y");
-    size_t ws = 0;
-    blame(c->name + " " + s->label(), [&] {
-      ws = o.pool_mode ? (s->pool_workspace_bytes ? s->pool_workspace_bytes(p) : 0)
-                       : (s->workspace_bytes ? s->workspace_bytes(p) : 0);
-    });
-    c->workspace = DeviceBuffer<unsigned char>(ws, c->name + " workspace");
-    // As GpuSession: a self-resetting workspace is zeroed once; prepare runs once, untimed.
-    if (s->self_resetting_workspace && ws) CUDA_CHECK(cudaMemsetAsync(c->workspace.get(), 0, ws, stream));
-    // prepare() is host-side setup: it sees only the problem's shape and may take kPrepareMs.
-    const auto t0 = std::chrono::steady_clock::now();
-    blame(c->name + " " + s->label(), [&] { if (s->prepare) s->prepare(p); });
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const double prep_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (c->name == "student" && prep_ms > kPrepareMs)
-      throw ContenderError("student " + s->label() + ": prepare() took " + std::to_string(prep_ms) + " ms, more than the " +
-                           std::to_string(kPrepareMs) + " ms allowed for host-side setup");
-    Contender* cp = c.get();
-    if (o.pool_mode)
-      c->enqueue = [cp, &p, &fresh, stream](PhaseMarks& m) {
-        cp->stage->run_pool({p, fresh.get(), cp->pooled.get(), cp->workspace.get(), stream, m});
-      };
-    else
-      c->enqueue = [cp, &p, din, stream](PhaseMarks& m) {
-        cp->stage->run_gpu({p, din, cp->pooled.get(), cp->y.get(), cp->workspace.get(), stream, m});
-      };
-    cs.push_back(std::move(c));
-  }
-  std::random_device entropy;
-  fresh_seed = (uint64_t(entropy()) << 32) ^ uint64_t(entropy());
-  out["fresh_seed_source"] = "std::random_device, drawn after prepare()";
-  if (o.pool_mode) {  // the first tensor is the refill kernel's (rep 0); its fp64 reference on the host
-    refill(0);
-    std::unique_ptr<float[]> host(new float[size_t(n)]);
-    CUDA_CHECK(cudaMemcpy(host.get(), fresh.get(), fresh.bytes(), cudaMemcpyDeviceToHost));
-    tol.pooled = pool_tolerance(p, pool_reference(p, host.get()));
-  }
-  auto floor = std::make_unique<Contender>();
-  floor->name = "floor";
+  Contender st;
+  st.name = "stage " + stage.label();
+  st.stage = &stage;
+  st.pooled = DeviceBuffer<float>(size_t(p.pooled_elems()), "pooled");
+  if (!o.pool_mode) st.y = DeviceBuffer<float>(size_t(p.batch), "y");
+  size_t ws = 0;
+  blame(st.name, [&] {
+    ws = o.pool_mode ? (stage.pool_workspace_bytes ? stage.pool_workspace_bytes(p) : 0)
+                     : (stage.workspace_bytes ? stage.workspace_bytes(p) : 0);
+  });
+  st.workspace = DeviceBuffer<unsigned char>(ws, "workspace");
+  // As GpuSession: a self-resetting workspace is zeroed once; prepare runs once, untimed.
+  if (stage.self_resetting_workspace && ws) CUDA_CHECK(cudaMemsetAsync(st.workspace.get(), 0, ws, stream));
+  // prepare() is host-side setup: it sees only the problem's shape (no seed exists yet).
+  const auto t0 = std::chrono::steady_clock::now();
+  blame(st.name, [&] { if (stage.prepare) stage.prepare(p); });
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const double prep_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  out["prepare_ms"] = prep_ms;
+  if (prep_ms > kPrepareMs)
+    throw StageError(st.name + ": prepare() took " + std::to_string(prep_ms) + " ms, more than the " +
+                     std::to_string(kPrepareMs) + " ms allowed for host-side setup");
+  DeviceInputs din;
+  if (o.pool_mode)
+    st.enqueue = [&](PhaseMarks& m) {
+      stage.run_pool({p, fresh.get(), st.pooled.get(), st.workspace.get(), stream, m});
+    };
+  else
+    st.enqueue = [&](PhaseMarks& m) {
+      stage.run_gpu({p, din, st.pooled.get(), st.y.get(), st.workspace.get(), stream, m});
+    };
+
+  Contender floor;
+  floor.name = "floor (streaming read)";
   DeviceBuffer<float> sink(1, "streaming-read sink");
   const StreamingReadLaunch read = plan_streaming_read(n);  // the ladder's tuned launch
-  floor->enqueue = [&](PhaseMarks& m) { m.begin(Phase::Pool); read(fresh.get(), n, sink.get(), stream); };
-  cs.push_back(std::move(floor));
+  floor.enqueue = [&](PhaseMarks& m) { m.begin(Phase::Pool); read(fresh.get(), n, sink.get(), stream); };
+  Contender* cs[] = {&st, &floor};
 
   L2Flush flush_l2;
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -226,82 +271,64 @@ int grade(const Options& o, const StageDescriptor& student, const StageDescripto
   std::unique_ptr<CUevent_st, cudaError_t (*)(cudaEvent_t)> start_owner(start, cudaEventDestroy);
   CUDA_CHECK(cudaEventCreate(&stop));
   std::unique_ptr<CUevent_st, cudaError_t (*)(cudaEvent_t)> stop_owner(stop, cudaEventDestroy);
-  int64_t mismatches = 0, checked = 0;
-  std::string first_mismatch;
+
+  // Repetition 0's seed: asked for only now, after prepare() and every allocation.
+  const Seeds seeds(o.handshake, o.handshake_timeout_s);
+  uint64_t seed = seeds(0);
+  out["seeds_from"] = seeds.from_grader() ? "the grader (--handshake), one per repetition" : "std::random_device";
+  HostInputs params;
+  if (!o.pool_mode) {
+    Problem q = p;  // the parameters of repetition 0's seed; a batch of 1 keeps the host's x small
+    q.batch = 1, q.seed = seed;
+    params = make_inputs(q);
+    weight = upload(params.weight, "weight"), conv_bias = upload(params.conv_bias, "conv_bias");
+    bias = upload(params.bias, "bias");
+    din = DeviceInputs{fresh.get(), weight.get(), conv_bias.get(), bias.get()};
+  }
+  refill_fresh(fresh.get(), n, seed, 0, stream);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!o.tolerance_path.empty()) {
+    const Tolerance tol = first_input_tolerance(o, stage, fresh, params);
+    std::vector<double> t(tol.pooled);
+    t.insert(t.end(), tol.y.begin(), tol.y.end());
+    write_raw(o.tolerance_path, t.data(), t.size());
+  }
+
+  std::vector<float> outputs;  // every timed repetition's pooled, then y
   for (int r = 0; r < o.warmup + o.reps; ++r) {
     const bool timed = r >= o.warmup;
-    refill(uint64_t(r) + 1);
-    for (size_t k = 0; k < cs.size(); ++k) {
-      Contender& c = *cs[(size_t(r) + k) % cs.size()];  // each repetition another goes first
-      blame(c.name + (c.stage ? " " + c.stage->label() : std::string(" (streaming read)")), [&] {
+    if (r > 0) {
+      seed = seeds(r);
+      refill_fresh(fresh.get(), n, seed, uint64_t(r), stream);
+    }
+    for (size_t k = 0; k < 2; ++k) {
+      Contender& c = *cs[(size_t(r) + k) % 2];  // each repetition the other goes first
+      blame(c.name, [&] {
         // Poison the outputs (all bits set is a NaN): an element the stage forgets stays NaN.
         for (const DeviceBuffer<float>* b : {&c.pooled, &c.y})
           if (b->size()) CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream));
         flush_l2(stream);
         CUDA_CHECK(cudaStreamSynchronize(stream));  // the wall clock starts on an idle device
         StartMark marks(start, stream);
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto w0 = std::chrono::steady_clock::now();
         c.enqueue(marks);
         if (!marks.marked) throw std::logic_error("marked no phase (call marks.begin before the first enqueue)");
         CUDA_CHECK(cudaEventRecord(stop, stream));
         CUDA_CHECK(cudaDeviceSynchronize());  // every stream: work launched elsewhere is waited for
-        const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
         float ms = 0;
         CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
         if (timed) c.ms.push_back(ms), c.wall_ms.push_back(wall);
       });
     }
-    if (!timed) continue;
-    // The check, on this repetition's fresh input.
-    const std::vector<double> pooled = to_host(cs[0]->pooled), y = to_host(cs[0]->y);
-    std::string why;
-    if (const int64_t bad = non_finite(pooled) + non_finite(y))
-      why = std::to_string(bad) + " non-finite student outputs (a NaN may be an element never written)";
-    else if (reference) {
-      const Agreement a = compare(pooled, y, to_host(cs[1]->pooled), to_host(cs[1]->y), tol, 2.0);
-      if (!a.pass()) why = "student against reference: " + a.summary();
-    }
-    ++checked;
-    if (!why.empty() && mismatches++ == 0) first_mismatch = "repetition " + std::to_string(r - o.warmup + 1) + ": " + why;
-    note("repetition " + std::to_string(r - o.warmup + 1) + " of " + std::to_string(o.reps) +
-         (why.empty() ? "" : ": MISMATCH, " + why));
+    if (timed) append_from_device(st.pooled, outputs), append_from_device(st.y, outputs);
+    note("repetition " + std::to_string(r + 1) + " of " + std::to_string(o.warmup + o.reps) + (timed ? "" : " (warm-up)"));
   }
-
-  const Contender& stu = *cs.front();
-  const Contender& flo = *cs.back();
-  out["student"] = spread_json(stu.ms);
-  out["floor"] = spread_json(flo.ms);
-  out["ratio_to_floor"] = median(stu.ms) / median(flo.ms);
-  if (reference) {
-    out["reference"] = spread_json(cs[1]->ms);
-    out["ratio_to_reference"] = median(stu.ms) / median(cs[1]->ms);
-  }
-  // The events must cover the launch: the host wall time beyond them stays within an allowance.
-  const double uncovered = median(stu.wall_ms) - median(stu.ms);
-  const double ref_uncovered = reference ? std::max(0.0, median(cs[1]->wall_ms) - median(cs[1]->ms)) : 0.0;
-  const double allowance = uncovered_allowance_ms(median(stu.ms), ref_uncovered);
-  out["student_wall"] = spread_json(stu.wall_ms);
-  out["reference_uncovered_ms"] = ref_uncovered;
-  out["uncovered_ms"] = uncovered;
-  out["uncovered_allowance_ms"] = allowance;
-  if (uncovered > allowance) {
-    char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "the host wall time of a launch (median %.3f ms) exceeds its CUDA-event time (%.3f ms) by "
-                  "%.3f ms, more than the %.3f ms allowed: the stage does work the events do not time (on the "
-                  "host, or on another stream, outside its marks)",
-                  median(stu.wall_ms), median(stu.ms), uncovered, allowance);
-    out["error"] = std::string(buf);
-  }
-  out["mismatches"] = mismatches;
-  out["checked_reps"] = checked;
-  if (!first_mismatch.empty()) out["first_mismatch"] = first_mismatch;
-  out["note"] = std::string(o.pool_mode ? "the convT-shaped pool input" : "x") +
-                " (the floor reads it) refilled with fresh U[0,1) values before every repetition; L2 flushed and "
-                "outputs poisoned before every launch; contenders in rotating order. " +
-                (reference ? "Student checked against the reference at twice the fp32 tolerance of the first input."
-                           : "No reference solution linked: the student's outputs checked for NaN and Inf only.");
-  return mismatches || out.contains("error") ? 1 : 0;
+  if (!o.outputs_path.empty()) write_raw(o.outputs_path, outputs.data(), outputs.size());
+  out["stage_ms"] = st.ms, out["stage_wall_ms"] = st.wall_ms;
+  out["floor_ms"] = floor.ms, out["floor_wall_ms"] = floor.wall_ms;
+  out["pooled_elems"] = st.pooled.size(), out["y_elems"] = st.y.size();
+  return 0;
 }
 
 }  // namespace
@@ -310,19 +337,31 @@ int main(int argc, char** argv) {
   ProblemOptions po;
   Options o;
   std::string mode = "stage", json_path;
-  CLI::App app{"The autograder's timing of one rung: the student's stage, the reference solution of it (when built\n"
-               "with one) and a streaming read of the input, interleaved, on fresh inputs every repetition, L2\n"
-               "flushed before every launch; the student's outputs checked against the reference's each time.\n"
+  CLI::App app{"One process of the autograder's timing of a rung: this build's stage and a streaming read of its\n"
+               "input, interleaved, on fresh inputs every repetition (seeds from the grader with --handshake), L2\n"
+               "flushed before every launch. It reports times and writes outputs; the grader judges them.\n"
                "x (or the pool input) is always U[0,1), also with --kernelbench-v1."};
-  app.footer("Exit status: 0 timed (and no mismatch); 1 a mismatch, or a stage raised an error; 2 invalid options or\n"
-             "an error before timing (invalid problem, too little host or GPU memory); 77 no CUDA device.");
+  app.footer("Exit status: 0 timed; 1 the stage raised an error (or prepare() took too long); 2 invalid options or\n"
+             "an error outside the stage (invalid problem, too little memory, no seed); 77 no CUDA device.");
   add_problem_options(app, po, /*epilogue_and_distribution=*/false);
   app.add_option("--mode", mode, "stage: the whole stage (run_gpu); pool: its pool phase alone (run_pool) on a "
                                  "convT-shaped tensor")
       ->check(CLI::IsMember({"stage", "pool"}))
       ->capture_default_str();
-  app.add_option("--reps", o.reps, "timed repetitions (median, min and max reported)")->check(at_least(1))->capture_default_str();
+  app.add_option("--reps", o.reps, "timed repetitions")->check(at_least(1))->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed repetitions before them")->check(at_least(0))->capture_default_str();
+  app.add_option("--handshake", o.handshake, "folder of the seed handshake with the grader: DIR/ready-R written, "
+                                             "DIR/seed-R awaited, before repetition R (default: seeds from "
+                                             "std::random_device)")
+      ->type_name("DIR");
+  app.add_option("--handshake-timeout", o.handshake_timeout_s, "seconds to wait for each seed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--outputs", o.outputs_path, "write every timed repetition's pooled and y (fp32, raw) to FILE")
+      ->type_name("FILE");
+  app.add_option("--tolerance", o.tolerance_path, "write the per-element tolerance of pooled and y (fp64, raw) of "
+                                                  "the first input, at this stage's precision, to FILE")
+      ->type_name("FILE");
   app.add_option("--json", json_path, "write the results as JSON to FILE (default: standard output)")->type_name("FILE");
   app.add_flag("-q,--quiet", o.quiet, "no progress output on stderr");
   try {
@@ -330,31 +369,24 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  o.problem = problem_from_options(app, po);
-  o.problem.distribution = Distribution::Uniform;  // x ~ U[0,1) like every refill, also with --kernelbench-v1
-  o.pool_mode = mode == "pool";
-
-  const StageDescriptor& student = GRADE_STUDENT_SYMBOL();
-#ifdef GRADE_REFERENCE_SYMBOL
-  const StageDescriptor* reference = &GRADE_REFERENCE_SYMBOL();
-#else
-  const StageDescriptor* reference = nullptr;
-#endif
-  nlohmann::json out = {{"mode", mode}, {"stage", student.label()}, {"problem", o.problem.describe()},
-                        {"device", nullptr}, {"reps", o.reps}, {"warmup", o.warmup}, {"student", nullptr},
-                        {"reference", nullptr}, {"floor", nullptr}, {"ratio_to_reference", nullptr},
-                        {"ratio_to_floor", nullptr}, {"mismatches", 0}, {"checked_reps", 0},
-                        {"first_mismatch", nullptr}, {"note", ""}};
   int status = 0;
+  nlohmann::json out = {{"mode", mode}, {"stage", nullptr}, {"problem", nullptr}, {"device", nullptr},
+                        {"reps", o.reps}, {"warmup", o.warmup}};
   try {
-    check_request(o, student, reference);
+    o.problem = problem_from_options(app, po);
+    o.problem.distribution = Distribution::Uniform;  // x ~ U[0,1) like every refill, also with --kernelbench-v1
+    o.pool_mode = mode == "pool";
+    const StageDescriptor& stage = GRADE_STAGE_SYMBOL();
+    out["stage"] = stage.label();
+    out["problem"] = o.problem.describe();
+    check_request(o, stage);
     if (std::string why; !cuda_device_available(&why)) {
       out["error"] = "no CUDA device (" + why + "): grade_timing needs a GPU";
       status = 77;
     } else {
-      status = grade(o, student, reference, out);
+      status = time_stage(o, stage, out);
     }
-  } catch (const ContenderError& e) {
+  } catch (const StageError& e) {
     out["error"] = e.what();
     status = 1;
   } catch (const std::exception& e) {

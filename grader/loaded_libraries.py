@@ -138,6 +138,14 @@ def under(path, roots):
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in map(os.path.normpath, roots))
 
 
+def shown(line):
+    """A loaded object as the feedback names it: its file name when that is a plain one of at most
+    64 characters, else a fixed phrase. The audit's channel is writable by the program, so its
+    text is never copied whole (it could carry a hidden case's options to the feedback)."""
+    name = os.path.basename(line)
+    return name if re.fullmatch(r"[A-Za-z0-9._+-]{1,64}", name) else "a library with an unusual name"
+
+
 def check(lines, program=None, untrusted=(), wrappers=()):
     """Findings (strings, empty if none) for the lines of one audited run: every object outside
     LOADED_ALLOWED, or of an allowed name but from an untrusted folder (UNTRUSTED, the temp folder
@@ -163,17 +171,17 @@ def check(lines, program=None, untrusted=(), wrappers=()):
         if current == "wrapper":
             continue
         if current is None:
-            findings.append(f"a line before the program's own: {line[:300]}")
+            findings.append("a line on the audit's channel before the program's own")
             continue
         name = os.path.basename(line)
         if line.startswith("["):
-            findings.append(f"an unexpected line on the audit's channel (the program wrote to it): {line[:300]}")
+            findings.append("an unexpected line on the audit's channel (the program wrote to it)")
         elif not any(re.fullmatch(p, name) for p in LOADED_ALLOWED):
-            findings.append(f"loaded {line[:300]}: outside the allowed libraries (the C, C++ and CUDA runtimes, the driver)")
+            findings.append(f"loaded {shown(line)}: outside the allowed libraries (the C, C++ and CUDA runtimes, the driver)")
         elif "/" in line and (not line.startswith("/") or under(line, roots)):
-            findings.append(f"loaded {line[:300]}: an allowed name, but from a folder the program can write")
+            findings.append(f"loaded {shown(line)}: an allowed name, but from a folder the program can write")
         elif "/" not in line and not re.fullmatch(LOADED_ALLOWED[0], name):
-            findings.append(f"loaded {line[:300]}: a library without a path")
+            findings.append(f"loaded {shown(line)}: a library without a path")
     if not seen_program:
         findings.insert(0, "the load audit reported nothing for the program (it did not run, or its channel was lost)")
     return findings

@@ -312,6 +312,8 @@ def choose(requested, official):
         if not shutil.which("setpriv"):
             raise SandboxError("--isolation user: setpriv (util-linux) not found")
         return "user", (f"bwrap unavailable ({why})" if requested == "auto" else "")
+    if official and requested == "none":
+        raise SandboxError("official grading needs isolation: --isolation none is for practice grading only")
     if official:
         raise SandboxError("official grading needs isolation, and none can run here: bwrap cannot start "
                            f"({why}), and only a root grader can drop the submission to an unprivileged uid")

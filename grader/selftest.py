@@ -12,18 +12,22 @@ which must lose the points its `loses:` line names:
                constructor), which zeroes correctness; decided without a GPU;
   performance  the timing fails or scores less than full (work the CUDA events do not time);
   nothing      a valid submission written another way (a mean formed by scaling each element
-               by 1/P as it is added): it must keep every correctness and technique point.
+               by 1/P as it is added): it must keep every correctness, sanitizer and technique
+               point.
 Every grading runs as an official one, with a secret made for the run, and its results.json is
 scanned: the secret, a hidden problem's options or a line of a reference solution found there
 fails the self-test (a leak through the feedback).
 A fixture file: `#` comments, `rung: NN`, `file: path`, `loses: ...`, `why: ...`, optionally
-`rule: N` (an integrity fixture: the rule of grader/integrity.py that must catch it), then one or
-more edits of the reference file (`--- original`, the exact text, `--- replacement`, its
+`rule: N` (an integrity fixture: the rule of grader/integrity.py that must catch it),
+`leaks-not: TEXT` (text the fixture's program prints, which its results.json must not hold: the
+feedback carries only the grader's words) and `shows: TEXT` (the grader's words its results.json
+must hold once the GPU parts ran), then one or more edits of the reference file (`--- original`, the exact text, `--- replacement`, its
 replacement, `--- end`); an original text that does not occur exactly once is an error.
 """
 import argparse
 import fnmatch
 import glob
+import json
 import os
 import shutil
 
@@ -129,17 +133,21 @@ def verdict(parts, loses, rule=None):
         return ok, (f"performance {perf:g} / {perf_max:g}, correctness {pub + hid:g} / {pub_max + hid_max:g}" +
                     (f" ({why[:160]})" if why else ""))
     if loses == "nothing":
-        ok = tech == tech_max and not flagged and (pub_skip or pub + hid == pub_max + hid_max)
+        san, san_max, san_skip = points(parts, "sanitizer")
+        ok = tech == tech_max and not flagged and (pub_skip or pub + hid == pub_max + hid_max) and \
+            (pub_skip or san_skip or san == san_max)
         return ok, f"technique {tech:g} / {tech_max:g}; correctness " + (
-            "not run (no GPU)" if pub_skip else f"{pub + hid:g} / {pub_max + hid_max:g}")
+            "not run (no GPU)" if pub_skip else f"{pub + hid:g} / {pub_max + hid_max:g}") + (
+            "" if pub_skip or san_skip else f"; sanitizer {san:g} / {san_max:g}")
     if pub_skip:
         return None, "correctness not run (no GPU)"
     return pub + hid < pub_max + hid_max, f"correctness {pub + hid:g} / {pub_max + hid_max:g}"
 
 
-def leaks(out_dir, secret, rungs):
+def leaks(out_dir, secret, rungs, markers=()):
     """What of the grader's secrets the results.json in out_dir holds: the secret, a hidden
-    problem's options, a line of a rung's reference solution."""
+    problem's options, a line of a rung's reference solution, and any of `markers` (text a
+    fixture's program printed: a fixture's `leaks-not:`)."""
     from . import problems
     root = grade.ROOT
     path = os.path.join(out_dir, "results.json")
@@ -148,6 +156,7 @@ def leaks(out_dir, secret, rungs):
     with open(path, encoding="utf-8") as f:
         text = f.read()
     found = ["the secret"] if secret and secret in text else []
+    found += [f"the program's own text '{m}'" for m in markers if m and m in text]
     public = {c.describe() for listed in glob.glob(os.path.join(root, "grader", "*.problems"))
               for c in problems.load(listed)}
     for listed in glob.glob(os.path.join(root, "grader", "hidden", "*.problems")):
@@ -160,15 +169,27 @@ def leaks(out_dir, secret, rungs):
     return found[:5]
 
 
-def graded(args, rungs, record, what):
+def graded(args, rungs, record, what, markers=()):
     """grade.grade, its reports written, and the leak scan of its results.json (a leak is a
-    self-test failure of its own)."""
+    self-test failure of its own; markers: see leaks)."""
     parts, meta, out = grade.grade(args)
     reports.write_all(parts, meta, out)
-    found = leaks(out, open(SECRET_FILE, encoding="utf-8").read().strip(), rungs)
+    found = leaks(out, open(SECRET_FILE, encoding="utf-8").read().strip(), rungs, markers)
     if found:
         record(f"{what}: the feedback leaks", False, "; ".join(found))
+    hidden = hidden_in_total(out)
+    if hidden:
+        record(f"{what}: the visible total reveals the hidden parts", False, hidden)
     return parts, meta, out
+
+
+def hidden_in_total(out_dir):
+    """"" if results.json's top-level score is the sum of its visible tests' scores (before the
+    due date, nothing of the hidden parts may be read off the total), else what differs."""
+    with open(os.path.join(out_dir, "results.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    visible = round(sum(t["score"] for t in doc["tests"] if t.get("visibility", "visible") == "visible"), 2)
+    return "" if abs(doc["score"] - visible) < 0.005 else f"score {doc['score']} but the visible tests hold {visible}"
 
 
 def add_parser(sub, root):
@@ -300,9 +321,14 @@ def run_ladder(a, root, rungs, fixtures, only, work, record):
             timed = fx["loses"] == "performance"  # only these need the (slow) timing
             # A technique fixture's verdict is its machine code alone: its GPU runs would prove nothing.
             static = a.skip_gpu or fx["loses"] == "technique"
-            parts, _meta, _ = graded(grade_args(a, sub, [fx["rung"]], work, skip_performance=not timed, skip_gpu=static,
-                                                fail_fast=not timed and fx["loses"] != "nothing"),
-                                     [fx["rung"]], record, f"fixture {fx['name']}")
+            parts, _meta, out = graded(grade_args(a, sub, [fx["rung"]], work, skip_performance=not timed,
+                                                  skip_gpu=static, fail_fast=not timed and fx["loses"] != "nothing"),
+                                       [fx["rung"]], record, f"fixture {fx['name']}", [fx.get("leaks-not", "")])
+            if fx.get("shows") and not points(parts, "public")[2]:  # the grader's words, once the GPU parts ran
+                with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+                    shown = fx["shows"] in f.read()
+                record(f"fixture {fx['name']}: the feedback says '{fx['shows']}'", shown,
+                       "found in results.json" if shown else "not in results.json")
             ok, why = verdict(parts, fx["loses"], fx.get("rule"))
             record(f"fixture {fx['name']} (must lose {fx['loses']})", ok, why)
             if ok is False:  # where it went wrong: each part that lost points, its first lines

@@ -357,17 +357,48 @@ def check_atomic_per_element(fn):
     inside = [i for i in atomics if fn.in_loop(i)]
     if inside:
         return True, f"{inside[0].text()} inside a loop"
-    return False, (f"the atomic add ({atomics[0].text()} at {atomics[0].addr:#06x}) is outside every loop of "
-                   f"a kernel that loops: a serial sum with one atomic, not one atomic per element")
+    return False, (f"found {len(atomics)} global atomic add(s), the first {atomics[0].text()} at "
+                   f"{atomics[0].addr:#06x}, none inside the kernel's {len(fn.loops)} loop(s); expected one inside "
+                   f"a loop (one per element of a grid-stride loop) or in a kernel without loops (one per thread)")
+
+
+def convergent_path(fn):
+    """The addresses of fn's instructions reachable from its entry without taking a BRA.DIV
+    branch: the code a converged warp runs. The compiler's divergent fallback (a second copy of a
+    warp reduction's shuffles, laid out after the exit) is left out, so that a reduction's
+    shuffles are counted once."""
+    if not fn.code:
+        return set()
+    index = {i.addr: k for k, i in enumerate(fn.code)}
+    seen, todo = set(), [fn.code[0].addr]
+    while todo:
+        a = todo.pop()
+        if a in seen or a not in index:
+            continue
+        seen.add(a)
+        k = index[a]
+        ins, nxt = fn.code[k], fn.code[k + 1].addr if k + 1 < len(fn.code) else None
+        todo += [nxt] if ".DIV" in ins.op else [s for s in successors(ins, nxt) if s is not None]
+    return seen
+
+
+def warp_shuffle_levels(fn):
+    """The butterfly or down/up shuffles (SHFL.BFLY/DOWN/UP) on fn's convergent path: the levels
+    of a warp-level reduction (five for 32 lanes; cooperative_groups::reduce and __shfl_xor_sync
+    compile to them), each counted once."""
+    path = convergent_path(fn)
+    return sum(1 for i in fn.code if i.addr in path and TREE_SHUFFLE.match(i.op))
 
 
 def check_block_tree(fn, min_levels=4):
     """A tree in shared memory: an innermost loop whose body has a barrier, shared loads and
-    shared stores (a level per trip, a barrier between levels); or, unrolled, at least
-    min_levels rounds (a shared store after shared loads, with no barrier between them), two
-    or more of them in stretches between block barriers (a tree over several warps; the last
-    warp's levels may run without them). Fails on a serial sum by one thread (its loop has no
-    barrier, and it stores once) and on no tree at all."""
+    shared stores (a level per trip, a barrier between levels); or, unrolled, levels that go
+    through shared memory (a shared store after shared loads), two or more of them in stretches
+    between block barriers (a tree over several warps), and at least min_levels levels in all,
+    the last warp's counted either way: through shared memory without block barriers (Harris's
+    kernel 5), or by a warp-level reduction (butterfly or down shuffles on the convergent path:
+    cooperative_groups::reduce, __shfl_down_sync). Fails on a serial sum by one thread (its loop
+    has no barrier, and it stores once) and on no tree at all; the message says what was found."""
     for loop in fn.loops:
         if loop.innermost and loop.has(BAR) and loop.has(LDS) and loop.has(STS):
             return True, f"{loop.where()} holds BAR.SYNC, LDS and STS: one level a trip"
@@ -384,10 +415,22 @@ def check_block_tree(fn, min_levels=4):
             level = level or loaded
             loaded = False
     levels += level
-    if rounds >= min_levels and levels >= 2:
-        return True, f"{rounds} levels (shared loads, then a store), unrolled, {levels} of them between barriers"
-    return False, (f"no loop with a barrier, shared loads and stores, and {rounds} unrolled level(s) "
-                   f"({levels} between barriers): not a tree of >= {min_levels} levels (a serial sum by one thread?)")
+    shuffles = warp_shuffle_levels(fn)
+    if levels >= 2 and rounds + shuffles >= min_levels:
+        if not shuffles:
+            return True, (f"{rounds} levels (shared loads, then a store), unrolled, in {levels} stretches between "
+                          f"barriers")
+        return True, (f"{rounds} levels through shared memory (shared loads, then a store), unrolled, in {levels} "
+                      f"stretches between barriers, and {shuffles} warp-shuffle levels (SHFL.BFLY/DOWN/UP): a "
+                      f"warp-level reduction finishes the tree")
+    shared_loops = [f"{l.where()} with {l.count(LDS)} LDS, {l.count(STS)} STS, {l.count(BAR)} BAR.SYNC"
+                    for l in fn.loops if l.innermost and l.has(LDS)]
+    return False, ("no loop holds BAR.SYNC, LDS and STS together" +
+                   (f" (shared memory is read in {'; '.join(shared_loops[:3])})" if shared_loops else "") +
+                   f"; unrolled, {rounds} level(s) through shared memory (shared loads, then a store) in "
+                   f"{levels} stretch(es) between barriers, and {shuffles} warp-shuffle level(s) "
+                   f"(SHFL.BFLY/DOWN/UP); expected a loop with a barrier, or levels in >= 2 stretches between "
+                   f"barriers and >= {min_levels} levels in all")
 
 
 def check_shuffles(fn, min_count=5):
@@ -688,7 +731,7 @@ def local_memory(functions, label, strict_arch):
         if is_strict(arch, strict_arch):
             if hits:
                 f, i = hits[0]
-                lines.append(f"FAIL: {label} uses local memory on {arch}: {i.text()}  [in {f.short}]")
+                lines.append(f"FAIL: {label} uses local memory on {arch}: {i.text()}  [in {f.short[:60]}]")
                 ok = False
             else:
                 lines.append(f"PASS: {label} kernels use no local memory on {arch} (no LDL/STL)")
@@ -726,7 +769,7 @@ def check_track(obj, rung, cuobjdump=None):
         return False, ["FAIL: cuobjdump not found (install the CUDA toolkit's cuobjdump and nvdisasm, e.g. pip "
                        "install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP)"]
     if not os.path.isfile(obj):
-        return False, [f"FAIL: rung {rung}: no object {obj} (not built?)"]
+        return False, [f"FAIL: rung {rung}: the build holds no object {obj}"]
     functions = disassemble(cuobjdump, [obj])
     if not functions:
         return False, [f"FAIL: rung {rung}: no device code in {os.path.basename(obj)}"]
@@ -773,12 +816,13 @@ def check_build(build, picked=(), cuobjdump="", strict="sm_90"):
             continue
         objects = integrity.target_objects(build, f"CMakeFiles/stage_{sid}.dir", listed)
         if not objects:
-            lines.append(f"FAIL: stage {sid} {name}: no objects under {build}/CMakeFiles/stage_{sid}.dir (not built?)")
+            lines.append(f"FAIL: stage {sid} {name}: the build holds no objects under "
+                         f"{build}/CMakeFiles/stage_{sid}.dir")
             continue
         functions = disassemble(cuobjdump, objects)
         if not functions:
-            lines.append(f"FAIL: stage {sid} {name}: a GPU stage with no device code in its objects "
-                         f"(built without sm_XX code?)")
+            lines.append(f"FAIL: stage {sid} {name}: a GPU stage whose objects hold no device code (cuobjdump -sass "
+                         f"lists no function in them)")
             continue
         lines += local_memory(functions, f"stage {sid}", strict)[1]
         if name in STAGE_RULES:
@@ -791,8 +835,8 @@ def check_build(build, picked=(), cuobjdump="", strict="sm_90"):
         obj = track_object(build, rung)
         if obj is None:
             if picked:
-                lines.append(f"FAIL: rung {rung}: no object under {build}/CMakeFiles/{rung.split('-')[0]}_track.dir "
-                             f"(not built?)")
+                lines.append(f"FAIL: rung {rung}: the build holds no object of it under "
+                             f"{build}/CMakeFiles/{rung.split('-')[0]}_track.dir")
             continue
         lines += check_track(obj, rung, cuobjdump)[1]
     for p in picked:

@@ -158,10 +158,12 @@ def run_case(prog, number, case, seed, timeout, rep=None, show_output=False, als
                     (runs.excerpt(p.stderr) if show_output else "")
             note = str(entry.get("note", ""))
             if not entry.get("ran"):
-                if note.startswith(NO_DEVICE):
-                    return "skipped", note[:300]
-                return "error", (f"{which} did not run: " + note[:runs.EXCERPT_CHARS]) if show_output else \
-                    f"{which} did not run (an error)"
+                if note.startswith(NO_DEVICE):  # the program's reason only in the runtime's short form, else none
+                    m = re.fullmatch(re.escape(NO_DEVICE) + r"( \([A-Za-z0-9 ,.:'_-]{1,100}\))?", note)
+                    return "skipped", m.group(0) if m else NO_DEVICE
+                # the program's note, bounded and on a public case only (show_output), like runs.excerpt
+                return "error", (f"{which} did not run: " + re.sub(r"[^\x20-\x7e]", "?", note[:runs.EXCERPT_CHARS])
+                                 if show_output else f"{which} did not run (an error)")
             passed, detail = agreement_verdict(entry.get(rep["check"]))
             if not passed:
                 return "fail", (detail if n == number else f"{which}: {detail}")
@@ -178,30 +180,33 @@ def gpu_available(prog, number, probe):
 
 def sanitizer(exe, prog, number, tool, problem_args, timeout):
     """(status, output) of compute-sanitizer `tool` (exe: its path, check_program.find_sanitizer;
-    None: not found) over the problems; status pass, fail or skipped. Only what the sanitizer
-    reports counts: wrong results are the correctness parts'."""
+    None: not found) over the problems; status pass, fail, wrong (no sanitizer error, but no
+    result) or skipped. Decided on the sanitizer's exit code and its log
+    file (runs.sanitizer_verdict), never on the program's output: every line of the output is the
+    grader's own. Wrong results are the correctness parts'."""
     if exe is None:
         return "skipped", "compute-sanitizer not found (PATH, $CUDA_HOME, /usr/local/cuda)"
     summary = []
-    for args in problem_args:
+    for k, args in enumerate(problem_args):
         cmd = [exe, "--tool", tool, "--error-exitcode", str(check_program.SANITIZER_EXIT), "--print-limit", "20"]
         cmd += ["--leak-check", "full"] if tool == "memcheck" else []
-        argv = lambda io: [*cmd, prog, *args, "--rungs", number, "--reps", "1", "--warmup", "0",  # noqa: E731
+        argv = lambda io: [*cmd, "--log-file", os.path.join(io, runs.SANITIZER_LOG).replace("%", "%%"),  # noqa: E731
+                           prog, *args, "--rungs", number, "--reps", "1", "--warmup", "0",
                            "--no-flush-l2", "-q", "--json", os.path.join(io, "report.json")]
         try:  # in the jail; a timeout stops the program as well as the sanitizer
             p, io = runs.current_jail().run(argv, timeout)
         except subprocess.TimeoutExpired:
             return "fail", f"{' '.join(args)}: took longer than {timeout:.0f} s under {tool}"
-        out = (p.stdout + p.stderr).strip()
-        if check_program.SANITIZER_UNUSABLE.search(out) and p.returncode != 0:
-            return "skipped", out.splitlines()[-1]
-        lines = [l for l in out.splitlines() if l.startswith("=========")]
-        if p.returncode == check_program.SANITIZER_EXIT or runs.SANITIZER_ERROR.search(out):
-            return "fail", f"problem: {' '.join(args)}\n" + "\n".join(l[:200] for l in lines[-8:])
+        kind, why = runs.sanitizer_verdict(tool, p.returncode,
+                                           runs.read_sanitizer_log(os.path.join(io, runs.SANITIZER_LOG)))
+        if kind == "unusable":
+            return "skipped", why
+        if kind != "ran":
+            return "fail", f"problem: {' '.join(args)}: {why}"
         entry = rung_entry(runs.read_report(os.path.join(io, "report.json")), number)
         if not entry or not entry.get("ran"):
             return "wrong", f"problem: {' '.join(args)}: no sanitizer error, but no result (a correctness failure)"
-        summary += lines[-1:]
+        summary.append(f"problem {k + 1}: clean")
     return "pass", "\n".join(summary)
 
 
@@ -252,16 +257,24 @@ def _timed_rounds(args, progs, run_args, number, rep, perf_cfg):
             except subprocess.TimeoutExpired:
                 return "error", {"error": f"the {name}'s timing took longer than {args.timeout:.0f} s"}
             entry = rung_entry(data, number, rep["direction"])
-            if entry is None or not entry.get("ran"):
-                why = entry.get("note") if entry else (p.stderr or p.stdout).strip()[-300:]
-                return ("skipped" if (why or "").startswith(NO_DEVICE) else "error"), {"error": f"{name}: {why}"}
+            if entry is None or not entry.get("ran"):  # the grader's words, never the program's note or output
+                if entry is not None and str(entry.get("note", "")).startswith(NO_DEVICE):
+                    return "skipped", {"error": f"{name}: {NO_DEVICE}"}
+                return "error", {"error": f"the {name}'s program " + (
+                    "did not run the rung at the timing size" if entry is not None else
+                    f"stopped without a report of the rung (exit status {p.returncode})")}
             passed, why = agreement_verdict(entry.get(rep["check"]))
             if not passed:
                 return "mismatch", {"error": f"the {name}'s output at the timing size: {why}"}
-            ms[name].append(entry["ms"])
-            if name == "student":
-                floors.append(data["floors"][rep["floors"]] if rep["floors"] else data["floors"])
-                problem = data["problem"]["describe"]
+            try:
+                ms[name].append(float(entry["ms"]))
+                if name == "student":
+                    section = data["floors"][rep["floors"]] if rep["floors"] else data["floors"]
+                    floors.append({k: float(section[k]) for k in ("memory_floor_ms", "compute_floor_ms")})
+            except (KeyError, TypeError, ValueError):
+                return "error", {"error": f"the {name}'s report at the timing size is malformed"}
+    # the problem as the grader's own options say it (the report's "describe" is the program's text)
+    problem = " ".join(run_args[:run_args.index("--rungs")]) or "the program's default problem"
     data = {"problem": problem, "reps": perf_cfg["reps"], "rounds": len(ms["student"]),
             "student_ms": statistics.median(ms["student"]),
             "memory_floor_ms": statistics.median(f["memory_floor_ms"] for f in floors),

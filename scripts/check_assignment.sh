@@ -28,6 +28,7 @@ python3 scripts/test_assignment.py
 python3 scripts/test_technique.py
 python3 scripts/test_integrity_allowlist.py
 python3 scripts/test_handout_links.py
+python3 scripts/test_sanitizer_feedback.py
 
 echo "== markers"
 python3 scripts/assignment.py markers

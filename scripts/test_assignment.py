@@ -1242,5 +1242,190 @@ class IntegrityNvccTest(unittest.TestCase):
             self.assertIn("system::detail::sequential::seq", text)
 
 
+# A stand-in for grade_timing_NN: the seed handshake (ready-R written, seed-R awaited), then the
+# report, the outputs (a function of the seeds) and, for the reference (--tolerance), the tolerance.
+# FAKE_TIMING: pass, wrong (one output off), nan, fixed (ignores the seeds), untimed (work outside
+# the events), crash, nodevice; FAKE_TIMING_MS: the stage's event time; FAKE_TIMING_LOG: a file
+# each process appends its role to.
+FAKE_TIMING = """\
+import array, json, math, os, sys, time
+args = sys.argv[1:]
+opt = lambda name: args[args.index(name) + 1] if name in args else None
+role = "reference" if "--tolerance" in args else "student"
+mode = os.environ.get("FAKE_TIMING", "pass") if role == "student" else "pass"
+reps, warmup, hs = int(opt("--reps")), int(opt("--warmup")), opt("--handshake")
+if os.environ.get("FAKE_TIMING_LOG"):
+    with open(os.environ["FAKE_TIMING_LOG"], "a") as f:
+        f.write(role + "\\n")
+if mode == "nodevice":
+    sys.exit(77)
+if mode == "crash":
+    sys.exit(1)
+seeds = []
+for r in range(warmup + reps):
+    if os.path.exists(os.path.join(hs, f"seed-{r}")):
+        sys.exit(9)  # a seed before the program asked for it
+    open(os.path.join(hs, f"ready-{r}"), "w").write("ready\\n")
+    t0 = time.time()
+    while not os.path.exists(os.path.join(hs, f"seed-{r}")):
+        if time.time() - t0 > 20:
+            sys.exit(8)
+        time.sleep(0.0005)
+    seeds.append(int(open(os.path.join(hs, f"seed-{r}")).read()))
+out = array.array("f")
+for r in range(warmup, warmup + reps):
+    s = 12345 if mode == "fixed" else seeds[r]
+    vals = [(s % 1000) / 1000.0 + i for i in range(5)]
+    if mode == "wrong":
+        vals[4] += 0.5
+    if mode == "nan":
+        vals[1] = math.nan
+    out.extend(vals)
+with open(opt("--outputs"), "wb") as f:
+    out.tofile(f)
+if role == "reference":
+    with open(opt("--tolerance"), "wb") as f:
+        array.array("d", [0.01] * 5).tofile(f)
+ms = float(os.environ.get("FAKE_TIMING_MS", "1.0"))
+wall = ms + (0.09 if mode == "untimed" else 0.005)
+json.dump({"problem": "fake problem", "seeds": seeds, "stage_ms": [ms] * reps, "stage_wall_ms": [wall] * reps,
+           "floor_ms": [0.5] * reps, "floor_wall_ms": [0.505] * reps, "pooled_elems": 3, "y_elems": 2},
+          open(opt("--json"), "w"))
+"""
+
+
+class StageTimingTest(unittest.TestCase):
+    """runs.timing: the student's and the reference's grade_timing_NN in separate processes, in
+    rounds of alternating order, on seeds handed over one repetition at a time; the comparison
+    and the wall-time rule in the grader's own process. Stand-in programs (FAKE_TIMING)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ta_")
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.build = os.path.join(self.tmp, "build")
+        for prog in (os.path.join(self.build, "grade_timing_03"), os.path.join(self.tmp, "ref", "grade_timing_03")):
+            write(prog, "#!" + sys.executable + "\n" + FAKE_TIMING)
+            os.chmod(prog, 0o755)
+        self.reference = os.path.join(self.tmp, "ref", "grade_timing_03")
+        self.log = os.path.join(self.tmp, "order.log")
+        for k in ("FAKE_TIMING", "FAKE_TIMING_MS", "FAKE_TIMING_LOG"):
+            self.addCleanup(os.environ.pop, k, None)
+        os.environ["FAKE_TIMING_LOG"] = self.log
+
+    def timing(self, mode="pass", reference=True, ms="1.0", rounds=3):
+        os.environ["FAKE_TIMING"], os.environ["FAKE_TIMING_MS"] = mode, ms
+        with mock.patch.object(tempfile, "tempdir", self.tmp):  # the GPU turn's lock files
+            return runs.timing(self.build, "03", "pool", ["--batch", "1"], 4, 1, 60,
+                               reference=self.reference if reference else None, rounds=rounds)
+
+    def test_rounds_alternate_on_shared_seeds(self):
+        status, data = self.timing()
+        self.assertEqual(status, "ok", data)
+        self.assertEqual((data["rounds"], data["checked_reps"], data["mismatches"]), (3, 12, 0))
+        self.assertEqual(data["ratio_to_reference"], 1.0)
+        self.assertEqual(data["problem"], "fake problem")  # the reference's description
+        with open(self.log) as f:  # separate processes, the first of each round alternating
+            self.assertEqual(f.read().split(), ["student", "reference", "reference", "student", "student", "reference"])
+        self.assertAlmostEqual(data["uncovered_allowance_ms"], 0.01 + 2 * 0.005 + 0.02 * 1.0)
+
+    def test_outputs_compared_by_the_grader(self):
+        for mode, words in (("wrong", "worst error 25x the tolerance, at y[1]"), ("nan", "1 non-finite output(s)"),
+                            ("fixed", "disagrees with the reference solution's")):
+            with self.subTest(mode):
+                status, data = self.timing(mode)
+                self.assertEqual(status, "mismatch", data)
+                self.assertIn(words, data["first_mismatch"])
+                self.assertTrue(data["first_mismatch"].startswith("round 1, repetition 1: "))
+
+    def test_wall_time_rule_scales_with_the_problem(self):
+        # 0.09 ms of work outside the events: inside the old fixed 0.1 ms, not inside an allowance
+        # made of the reference's own overhead on a 0.02 ms problem (0.01 + 2 x 0.005 + 2% x 0.02).
+        status, data = self.timing("untimed", ms="0.02")
+        self.assertEqual(status, "error", data)
+        self.assertIn("more than the 0.020 ms allowed", data["error"])
+        self.assertEqual(self.timing("pass", ms="0.02")[0], "ok")  # the reference's own overhead passes
+        self.assertLess(runs.uncovered_allowance_ms(0.02, 0.005), 0.05)
+        self.assertGreater(runs.uncovered_allowance_ms(10.0, 0.005), 0.2)
+
+    def test_failures_in_the_graders_words(self):
+        status, data = self.timing("crash")
+        self.assertEqual(status, "error")
+        self.assertEqual(data["error"], "your rung's timing process failed: " + runs.EXIT_WHY[1])
+        self.assertEqual(self.timing("nodevice")[0], "skipped")
+        os.remove(self.reference)
+        self.assertIn("is missing", self.timing()[1]["error"])
+
+    def test_without_reference(self):
+        status, data = self.timing(reference=False)
+        self.assertEqual(status, "ok", data)
+        self.assertEqual((data["rounds"], data["reference"]), (1, None))
+        self.assertEqual(self.timing("nan", reference=False)[0], "mismatch")  # finiteness still checked
+        self.assertEqual(self.timing("wrong", reference=False)[0], "ok")      # nothing to compare with
+
+    def test_untrusted_files(self):
+        folder = os.path.join(self.tmp, "io")
+        os.makedirs(folder)
+        write(os.path.join(self.tmp, "elsewhere"), "x" * 20)
+        os.symlink(os.path.join(self.tmp, "elsewhere"), os.path.join(folder, "outputs.bin"))
+        self.assertIsNone(runs.read_raw(os.path.join(folder, "outputs.bin"), "f", 5))  # never through a link
+        write(os.path.join(folder, "short.bin"), "x" * 19)
+        self.assertIsNone(runs.read_raw(os.path.join(folder, "short.bin"), "f", 5))  # exactly the size asked
+        self.assertIsNone(runs.read_raw(os.path.join(folder, "none.bin"), "f", 5))
+        self.assertIsNone(runs.read_raw(os.path.join(folder, "short.bin"), "f", runs.MAX_OUTPUT_BYTES))
+
+    def test_seeds_only_when_asked(self):
+        folder = os.path.join(self.tmp, "hs")
+        os.makedirs(folder)
+        write(os.path.join(folder, "ready-0"), "ready\n")
+        calls = iter([True, True, False])
+        self.assertEqual(runs.serve_seeds(lambda: folder, [7, 8], lambda: next(calls)), 1)
+        self.assertEqual(sorted(n for n in os.listdir(folder) if not n.startswith(".")), ["ready-0", "seed-0"])
+        with open(os.path.join(folder, "seed-0")) as f:
+            self.assertEqual(f.read(), "7\n")
+        self.assertEqual(os.stat(os.path.join(folder, "seed-0")).st_mode & 0o777, 0o644)
+
+    def test_the_students_build_holds_no_reference(self):
+        """grade.build configures the student's build without any reference option, and
+        reference_libraries builds the reference's programs in a private folder, leaving nothing
+        of them where the sandbox sees (the grading's reference/ folder, the student's build)."""
+        jail = runs.Jail(os.path.join(self.tmp, "grading"), "none")
+        write(os.path.join(jail.dirs["reference"], "libreference_stage_03.a"), "old")
+        write(os.path.join(jail.dirs["build"], "grader", "CMakeFiles", "reference_stage_03.dir", "a.o"), "old")
+        commands = []
+
+        def build(argv):
+            commands.append(argv)
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        jail.build = build
+        args = argparse.Namespace(cuda_architectures="90", jobs=1)
+        with mock.patch.object(grade, "log"):
+            grade.build(args, jail, ["03"], {"03": "03_shared_tree"}, grade.ROOT or ROOT)
+        self.assertFalse([a for a in commands[0] if "REFERENCE" in a], commands[0])
+        work = os.path.join(self.tmp, "work")
+        stale = write(grade.reference_timing_program(work, "03"), "an older build's program")
+        with mock.patch.object(grade.subprocess, "run", return_value=subprocess.CompletedProcess([], 0, "", "")), \
+                mock.patch.object(grade, "ROOT", ROOT):
+            failed = grade.reference_libraries(args, work, jail, ["03"])
+        self.assertEqual(list(failed), ["03"])  # the mock built nothing, and the old program is gone
+        self.assertFalse(os.path.exists(stale))
+        self.assertEqual(os.stat(grade.reference_build_dir(work)).st_mode & 0o777, 0o700)
+        self.assertEqual(os.listdir(jail.dirs["reference"]), [])
+        self.assertFalse(os.path.exists(os.path.join(jail.dirs["build"], "grader", "CMakeFiles", "reference_stage_03.dir")))
+
+    def test_integrity_reads_the_reference_build(self):
+        """Rule 2e against the reference build's own stage object, read by the grader."""
+        weak = ("namespace ladder { __attribute__((noinline)) inline int twice(int x) { return 2 * x; }\n"
+                "const int* stage_42_descriptor() { static int v = twice(1); return &v; } }\n")
+        build, work = os.path.join(self.tmp, "build"), os.path.join(self.tmp, "work")
+        compile_object(build, "CMakeFiles/stage_42.dir", "stage", weak)
+        ctx = {"build": build, "work": work, "reference": ROOT}
+        self.assertTrue(grade.reference_integrity(ctx, "42").failed)  # no reference objects: rule 2e fails it
+        compile_object(os.path.join(work, "reference-build"), "CMakeFiles/stage_42.dir/stages", "ref", weak)
+        report = grade.reference_integrity(ctx, "42")
+        self.assertEqual(report.findings, [], report.lines())
+        self.assertTrue(report.reference)
+        self.assertTrue(grade.reference_integrity({**ctx, "reference": ""}, "42").failed)  # a handout: none
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

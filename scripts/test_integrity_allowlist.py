@@ -443,10 +443,14 @@ class JailAuditTest(unittest.TestCase):
     becomes an integrity rule 5 line, and loaded_library_verdict takes the rung's points."""
 
     def jails(self, tmp):
-        yield runs.Jail(os.path.join(tmp, "plain"), False)
+        yield runs.Jail(os.path.join(tmp, "plain"), "none")
         ok, _why = sandbox.works()
+        lease = sandbox.UidLease()
+        self.addCleanup(lease.release)
         if ok and sandbox.traversable(tmp):
-            yield runs.Jail(os.path.join(tmp, "boxed"), True)
+            yield runs.Jail(os.path.join(tmp, "boxed"), "bwrap", lease.uid)
+        if os.geteuid() == 0 and sandbox.traversable(tmp):
+            yield runs.Jail(os.path.join(tmp, "user"), "user", lease.uid)
 
     def test_runs_are_audited(self):
         tmp = tempfile.mkdtemp(prefix="ja_", dir="/tmp")
@@ -456,7 +460,7 @@ class JailAuditTest(unittest.TestCase):
         with open(src, "w") as f:
             f.write(PROGRAM)
         for jail in self.jails(tmp):
-            with self.subTest(sandboxed=jail.sandboxed):
+            with self.subTest(isolation=jail.isolation):
                 jail.enable_audit()
                 prog = os.path.join(jail.dirs["build"], "prog")
                 subprocess.run([CC, "-o", prog, src, "-ldl"], check=True)

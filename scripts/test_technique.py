@@ -156,6 +156,33 @@ VARIANTS = [
   __syncthreads();
 #endif
 """)], (), "a tree whose last six levels run in one warp, without block barriers: still a tree"),
+    Variant("03_shared_tree", "cg_reduce_last_warp", [(S03, """\
+#include <stdexcept>
+""", """\
+#include <stdexcept>
+
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+"""), (S03, """\
+  for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+#endif
+""", """\
+  for (unsigned s = kBlock / 2; s > 32; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+  if (tid < 32) {  // the last warp: cooperative_groups::reduce (butterfly shuffles)
+    const cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    const float total = cg::reduce(warp, sh[tid] + sh[tid + 32], cg::plus<float>());
+    if (tid == 0) sh[0] = total;
+  }
+#endif
+""")], (), "a tree whose last warp finishes with cooperative_groups::reduce (grader/fixtures/03/"
+           "cg_reduce_last_warp): still a tree"),
 
     Variant("04_warp_shuffle", "honest"),
     Variant("04_warp_shuffle", "shared_tree_in_pool", [(S04, """\
@@ -729,6 +756,48 @@ class Model(unittest.TestCase):
                       "@P0 BRA 0x20", "STS [R2], R6", "BAR.SYNC.DEFER_BLOCKING 0x0", "EXIT")[0]
         self.assertTrue(technique.check_block_tree(tree)[0])
         self.assertFalse(technique.check_block_tree(serial)[0])
+
+    def test_tree_finished_by_a_warp_reduction(self):
+        """Two levels through shared memory between barriers, then the last warp's five butterfly
+        shuffles (cooperative_groups::reduce): a tree. The divergent fallback's copy of the
+        shuffles (after the exit, reached by BRA.DIV) is not counted twice; shuffles alone (stage
+        04's warp sums, no level through shared memory) are not this rung's tree, and the message
+        says what was found, not a guess."""
+        level = ("LDS R4, [R2]", "LDS R5, [R2+0x200]", "FADD R4, R4, R5", "STS [R2], R4", "BAR.SYNC.DEFER_BLOCKING 0x0")
+        warp = ["LDS R3, [R2]", "LDS R4, [R2+0x80]", "FADD R3, R3, R4", "BRA.DIV UR5, 0x{fallback:x}"]
+        for k in (0x10, 0x8, 0x4, 0x2, 0x1):
+            warp += [f"SHFL.BFLY PT, R4, R3, 0x{k:x}, 0x1f", "FADD R3, R3, R4"]
+        head = ("STS [R2], R11", "BAR.SYNC.DEFER_BLOCKING 0x0")
+        tail = ["@!P0 STS [R2], R3", "EXIT"]
+        fallback = ["SHFL.BFLY P0, R6, R3, R10, R11"] * 5 + ["BRA 0x{back:x}"]  # back to the store after them
+
+        def kernel(*parts):
+            code = [i for part in parts for i in part]
+            at, back = 16 * (len(code) + len(tail)), 16 * len(code)
+            return sass(*[i.format(fallback=at) for i in code], *tail, *[i.format(back=back) for i in fallback])[0]
+        fn = kernel(head, level, level, warp)
+        self.assertEqual(technique.warp_shuffle_levels(fn), 5)
+        ok, detail = technique.check_block_tree(fn)
+        self.assertTrue(ok, detail)
+        self.assertIn("5 warp-shuffle levels", detail)
+        # stage 04's way: each warp's shuffles, one slot a warp, no level through shared memory
+        ok, detail = technique.check_block_tree(kernel(head, warp[3:]))
+        self.assertFalse(ok)
+        self.assertIn("0 level(s) through shared memory", detail)
+        self.assertIn("5 warp-shuffle level(s)", detail)
+        self.assertNotIn("?", detail)
+
+    def test_messages_say_what_was_found(self):
+        """Every failing line of the saved wrong variants reports counts and instructions, never a
+        guess ending in a question mark."""
+        for v in VARIANTS:
+            for arch in v.saved_archs() if v.fails else ():
+                with gzip.open(v.data(arch), "rt", encoding="utf-8") as f:
+                    functions = technique.parse(f.read())
+                for lines in failed_checks(functions, v.rules).values():
+                    for line in lines:
+                        with self.subTest(rung=v.rung, variant=v.name, arch=arch):
+                            self.assertNotIn("?", line)
 
     def test_async_pipeline_counts_the_groups_left_in_flight(self):
         def step_loop(pending):  # copies, a commit, a wait, a barrier and the math, in one loop
