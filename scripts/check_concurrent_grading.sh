@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Concurrent gradings cannot cost each other points (GPU needed): on one GPU, rung 03's reference
 # is graded officially while a fixture that misbehaves is graded beside it, once beside
-# 03/memory_hog (every run holds all but 256 MiB of the GPU's free memory for 3 s) and once
-# beside 03/spinning_kernel (every run keeps every SM busy for 2 s). The reference must keep
+# 03/memory_hog (every run holds all but 256 MiB of the GPU's free memory for 1 s) and once
+# beside 03/spinning_kernel (every run keeps every SM busy for 0.5 s). The reference must keep
 # every point, performance included; the neighbours must keep their correctness points (they are
-# correct, only rude). Usage: scripts/check_concurrent_grading.sh OUT [CUDA_ARCHS]  (default 90)
+# correct, only rude). Usage: scripts/check_concurrent_grading.sh OUT [CUDA_ARCHS]  (default 90;
+# NEIGHBOURS: a subset of "memory_hog spinning_kernel")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: $0 OUT [CUDA_ARCHS]}
@@ -18,7 +19,7 @@ sys.path.insert(0, os.getcwd())
 from grader import handout, selftest
 _ship, _stubbed, declared = handout.plan(os.getcwd(), ["03"])
 for name in ("memory_hog", "spinning_kernel"):
-    fx = selftest.parse_fixture(f"grader/fixtures/03/{name}.fixture")
+    fx = selftest.parse_fixture(f"grader/fixtures/03/{name}.neighbour")
     selftest.apply_fixture(os.getcwd(), fx, declared["03"], os.path.join(sys.argv[1], name))
 EOF
 grade() {  # $1: label, $2: submission; writes $out/$1/
@@ -33,7 +34,7 @@ print(f"{sum(p['score'] for p in parts):g} / {sum(p['max_score'] for p in parts)
 EOF
 }
 failures=0
-for neighbour in memory_hog spinning_kernel; do
+for neighbour in ${NEIGHBOURS:-memory_hog spinning_kernel}; do
   t0=$SECONDS
   grade "beside-$neighbour" "$out/$neighbour" &
   pid=$!
