@@ -488,8 +488,10 @@ def grade(args):
     root = os.geteuid() == 0
     # As root, the default work folder is under the system's temp folder: the sandbox's uid must
     # pass through every folder above the ones it uses, and root's home is private.
-    default_work = (os.path.join(tempfile.gettempdir(), "ladder-grade") if root and isolation != "none"
-                    else os.path.join(ROOT, "build-grade"))
+    # One default per instructor tree: two trees on one machine never share a reference build.
+    default_work = (os.path.join(tempfile.gettempdir(),
+                                 "ladder-grade-" + hashlib.sha256(ROOT.encode()).hexdigest()[:12])
+                    if root and isolation != "none" else os.path.join(ROOT, "build-grade"))
     work = os.path.abspath(args.work or default_work)
     if root and isolation != "none" and not sandbox.traversable(work):
         moved = os.path.join(tempfile.gettempdir(), "ladder-grade-" + hashlib.sha256(work.encode()).hexdigest()[:12])
