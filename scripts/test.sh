@@ -15,7 +15,7 @@ ctest --test-dir build --output-on-failure 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 skipped=$(grep -c '\*\*\*Skipped' "$log" || true)
-total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -n 1)
+total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -n 1 || true)
 rm -f "$log"
 if [ "${skipped:-0}" -gt 0 ]; then
   why="their GPU or tool is missing here"
