@@ -2,8 +2,10 @@
 no solution reached it (scripts/assignment.py check-handout).
 
 What ships is an allow-list (SHIP): the build, common/, ladder/, the public tests, the grader's
-public half, the chapters and docs without the answers, and the stage folders up to the last
-chosen rung. Solutions of the chosen rungs become stubs (grader/markers.py); instructor regions,
+public half, the chapters and docs without the answers, the stage folders up to the last
+chosen rung, and the committed Nsight Compute captures of those stages (profiles/NN_name.md,
+profiles/data/NN_name.txt, with profiles/README.md and the floor's capture), which the chapters'
+*Profile it* sections read. Solutions of the chosen rungs become stubs (grader/markers.py); instructor regions,
 hidden tests, the secret seed, the grader's fixtures and the mutants never ship.
 
 A second track (tracks/TRACK_name/, its rungs in rungs/NN_name.cu) is handed out by rungs named
@@ -19,6 +21,7 @@ import posixpath
 import re
 import shutil
 import subprocess
+import textwrap
 import urllib.parse
 
 from . import integrity, markers, track_config
@@ -47,7 +50,12 @@ INSTRUCTOR_ONLY = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*",
                    "cmake/Mutants.cmake", "cmake/MutantApply.cmake"]
 # Never in a handout, whatever SHIP says (a second line of defence, checked on the result). The
 # measurements may be linked in the published repository (--repo-url).
-FORBIDDEN = INSTRUCTOR_ONLY + ["results/*", "profiles/*"]
+FORBIDDEN = INSTRUCTOR_ONLY + ["results/*", "profiles/history/*"]
+# The committed captures of one stage: its annotated page and its raw metrics. They ship with the
+# stage's folder (they describe the reference solution's behaviour, measured, not its code), and
+# check_handout refuses one whose stage folder is not in the handout.
+PROFILE_FILE = re.compile(r"^profiles/(?:data/)?(\d\d_[A-Za-z0-9_]+)\.(?:md|txt)$")
+PROFILE_COMMON = ["profiles/README.md", "profiles/data/floor_streaming_read.txt"]
 STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
 TRACK_DIR = re.compile(r"^([a-z][a-z0-9]*)_[A-Za-z0-9_]+$")          # tracks/p38_spatial_softmax: track p38
 TRACK_RUNG_FILE = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)\.(?:cu|cpp)$")  # its rungs/03_block_tree.cu: p38-03
@@ -212,8 +220,11 @@ def plan(root, rungs, stub_needed=False):
                                f"no track {r.split('-')[0]} (tracks: {', '.join(track_folders(root)) or 'none'})"))
     last = max(stage_ids) if stage_ids else TRACK_HANDOUT_STAGES
     files = repo_files(root)
+    shipped_folders = {folders[i] for i in folders if i <= last}
     shipped_stage_files = [f for f in files if f.split("/")[0] == "stages" and len(f.split("/")) == 3
-                           and f.split("/")[1] in {folders[i] for i in folders if i <= last}]
+                           and f.split("/")[1] in shipped_folders]
+    profiles = [f for f in files if f in PROFILE_COMMON or
+                ((m := PROFILE_FILE.match(f)) and m.group(1) in shipped_folders)]
     sources = [f for f in shipped_stage_files if f.endswith((".cu", ".cpp"))]
     libs = lib_closure(root, sources) + ["stages/lib/README.md"]
     track_files = [f for t in tracks + needed_tracks(root, tracks) for f in files
@@ -225,7 +236,8 @@ def plan(root, rungs, stub_needed=False):
             config = json.load(f)
         track_files += [track_config.track_settings(config, t)[k] for t in tracks if t in config.get("tracks", {})
                         for k in ("public", "practice")]
-    ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs + track_files
+    ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs + track_files \
+        + profiles
     ship = sorted(set(f for f in ship if not forbidden(f)))
     owners = owners_in(root, ship)
     stubbed = set(rungs)
@@ -339,8 +351,59 @@ def write_readme(root, out, manifest):
     text = text.replace("{{RUNGS}}", ", ".join(manifest["rungs"])).replace("{{RUNG_TABLE}}", rows)
     text = text.replace("{{FIRST_RUNG}}", manifest["rungs"][0]).replace(
         "{{FIRST_FOLDER}}", folders[manifest["rungs"][0]])
+    gpu, note = hardware_note(root, manifest["rungs"])
+    text = text.replace("{{GPU}}", gpu).replace("{{HARDWARE_NOTE}}", note)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(text)
+
+
+def rung_needs(root, rung):
+    """"sm_90a" where the stage's rung.json builds it for sm_90a (wgmma, the bulk copy: an H100 or
+    H200), "sm_80" where its technique rules need sm_80 code (cp.async, TF32 mma.sync), else ""."""
+    path = os.path.join(root, "stages", stage_folders(root)[rung], "rung.json")
+    if not os.path.isfile(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    if meta.get("build", {}).get("sm_90a") or any(r.get("needs_sm90a") for r in meta.get("sass", [])):
+        return "sm_90a"
+    return "sm_80" if any(r.get("needs_sm80") for r in meta.get("sass", [])) else ""
+
+
+def hardware_note(root, rungs):
+    """(the GPU the students' README asks for, a note on what the handed-out rungs need beyond
+    sm_75: "" where any GPU of compute capability 7.5 or newer will do)."""
+    need = {r: rung_needs(root, r) for r in rungs}
+    hopper = [r for r in rungs if need[r] == "sm_90a"]
+    ampere = [r for r in rungs if need[r] == "sm_80"]
+    say = lambda rs: ("Rung " if len(rs) == 1 else "Rungs ") + ", ".join(rs)  # noqa: E731
+    verb = lambda rs: "needs" if len(rs) == 1 else "need"  # noqa: E731
+    gpu = "An NVIDIA GPU of compute capability 7.5 or newer (T4, RTX 20xx and later, A100, L4, H100)"
+    out = []
+    if hopper:
+        gpu = f"An NVIDIA H100 or H200 for {say(hopper).lower()} (the note below says why)"
+        out.append(
+            f"**{say(hopper)} {verb(hopper)} an H100 or H200.** The idea (`wgmma`, the bulk copy "
+            "and its mbarriers) exists only in sm_90a code, and sm_90a code runs only on compute "
+            "capability 9.0: an NVIDIA H100 or H200. CMake builds the stage for sm_90a whenever 90 is "
+            "among the CUDA architectures (on an H100 or H200 it is by default). On every other GPU (a T4, "
+            "an A100, an L4, an RTX card, a B200) the stage prints a device note and runs the general FP32 "
+            "path instead of tensor cores: your kernel does not run, the stage's tests check the fallback "
+            "rather than your code, and its time is far from the reference's. A build without 90 among its "
+            "architectures has no sm_90a code, and the technique check, which looks for `HGMMA` and "
+            "`UBLKCP` there, fails. Without an H100 or H200 you can still write the code, build it with "
+            "`-DCMAKE_CUDA_ARCHITECTURES=90` on any machine with the CUDA toolkit (no GPU needed) and check "
+            "its machine code with `scripts/check_sass.sh build`; to run, test and time it, ask your "
+            "instructor for time on an H100 or H200.")
+    if ampere:
+        out.append(
+            f"**{say(ampere)} {verb(ampere)} compute capability 8.0 or newer** (an A100, an RTX 30xx or "
+            "newer, an L4, an H100) for the idea (`cp.async`, TF32 `mma.sync`). On a T4 or an RTX 20xx "
+            "(sm_75) the stage says so when it runs and takes a substitute (plain copies, or the general "
+            "FP32 path), so what it measures there is not the rung's idea, and the technique check needs "
+            "sm_80 code in the build (`-DCMAKE_CUDA_ARCHITECTURES=\"75;80\"`).")
+    wrap = lambda p: textwrap.fill(p, 99, break_long_words=False, break_on_hyphens=False)  # noqa: E731
+    return gpu, "".join(f"\n{wrap(p)}\n" for p in out)
 
 
 def write_track_readme(root, out, manifest):
@@ -460,6 +523,9 @@ def check_handout(root, handout):
     for path in repo_files(handout):
         if forbidden(path):
             problems.append(f"{path}: instructor-only file")
+            continue
+        if (m := PROFILE_FILE.match(path)) and not os.path.isdir(os.path.join(handout, "stages", m.group(1))):
+            problems.append(f"{path}: the profile of a stage the handout does not hold (stages/{m.group(1)}/)")
             continue
         if not is_text(path):
             continue

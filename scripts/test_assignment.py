@@ -223,9 +223,16 @@ class HandoutTest(HandoutCase):
 
     def test_no_instructor_file_ships(self):
         files = self.files()
-        bad = [f for f in files if f.startswith(("grader/hidden", "grader/fixtures", "results/", "profiles/"))
+        bad = [f for f in files if f.startswith(("grader/hidden", "grader/fixtures", "results/", "profiles/history/"))
                or f.endswith(".mutant") or f == "docs/answers.md"]
         self.assertEqual(bad, [])
+        # The committed captures ship for the stages the handout holds (01-04 here), no other.
+        shipped = {f for f in files if f.startswith("profiles/")}
+        expected = set(handout.PROFILE_COMMON) | {
+            f for f in handout.repo_files(ROOT) if (m := handout.PROFILE_FILE.match(f)) and m.group(1)[:2] <= "04"}
+        self.assertEqual(shipped, expected)
+        self.assertIn("profiles/data/03_shared_tree.txt", shipped)
+        self.assertIn("profiles/04_warp_shuffle.md", shipped)
         self.assertIn("grader/public.problems", files)
         self.assertIn("grader/practice.problems", files)
         numbered = {d[:2] for d in os.listdir(os.path.join(self.out, "stages")) if handout.STAGE_DIR.match(d)}
@@ -279,6 +286,37 @@ class HandoutTest(HandoutCase):
         os.makedirs(os.path.join(dst, "grader", "hidden"))
         shutil.copy(os.path.join(ROOT, "grader", "hidden", "hidden.problems"), os.path.join(dst, "grader", "hidden"))
         self.assertEqual(handout.check_handout(ROOT, dst), ["grader/hidden/hidden.problems: instructor-only file"])
+
+    def test_profile_of_a_later_stage(self):
+        dst = self.mutant("leak_profile")
+        for path in ("profiles/05_vectorized_loads.md", "profiles/data/05_vectorized_loads.txt"):
+            shutil.copy(os.path.join(ROOT, path), os.path.join(dst, path))
+        self.assertEqual(handout.check_handout(ROOT, dst), [
+            "profiles/05_vectorized_loads.md: the profile of a stage the handout does not hold (stages/05_vectorized_loads/)",
+            "profiles/data/05_vectorized_loads.txt: the profile of a stage the handout does not hold "
+            "(stages/05_vectorized_loads/)"])
+
+    def test_readme_hardware_note(self):
+        """A handout of rung 03 asks for any GPU of sm_75 or newer; one of rung 15 says plainly that
+        the rung needs an H100 or H200 (sm_90a) and what happens elsewhere."""
+        readme = self.read("README.md")
+        self.assertIn("An NVIDIA GPU of compute capability 7.5 or newer", readme)
+        self.assertNotIn("H100 or H200", readme)
+        self.assertNotIn("sm_90a", readme)
+        self.assertNotIn("{{", readme)
+        out = os.path.join(self.tmp, "h15")
+        p = cli("handout", "--rungs", "15", "--out", out)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        readme = " ".join(self.read("README.md", out).split())
+        self.assertIn("An NVIDIA H100 or H200 for rung 15", readme)
+        self.assertIn("**Rung 15 needs an H100 or H200.**", readme)
+        self.assertIn("sm_90a", readme)
+        self.assertIn("runs the general FP32 path instead of tensor cores", readme)
+        self.assertNotIn("compute capability 7.5 or newer (T4", readme)  # a T4 or an A100 is not "fine"
+        self.assertNotIn("{{", readme)
+        self.assertEqual(handout.hardware_note(ROOT, ["03", "04"])[1], "")
+        self.assertIn("Rungs 15, 16 need an H100 or H200", handout.hardware_note(ROOT, ["15", "16"])[1])
+        self.assertIn("Rung 14 needs compute capability 8.0", handout.hardware_note(ROOT, ["14"])[1])
 
     def test_leftover_marker(self):
         dst, path = self.mutant("leak_marker"), "stages/03_shared_tree/shared_tree.cu"

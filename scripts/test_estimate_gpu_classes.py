@@ -210,6 +210,33 @@ class Rendered(unittest.TestCase):
         self.assertFalse(cells[header.index("A100 40GB sm_80 (estimated)")].startswith("≥"))
         self.assertIn("no cp.async below sm_80", self.block)
 
+    def test_wgmma_stages_take_the_general_path_off_sm90(self):
+        """15 and 16 need sm_90a code: on an A100 or L4 they run the FP32 general path, not tensor
+        cores; only an sm_90 column (H100) is a tensor-core stage left to measure."""
+        header = table_cells(self.block, "stage")
+        for label in ("15 wgmma", "16 three_tf32_wgmma"):
+            cells = table_cells(self.block, label)
+            for g in ("t4", "rtx2080", "a100-40gb", "l4"):
+                col = f"{est.SPECS[g].name} sm_{est.SPECS[g].sm} (estimated)"
+                self.assertEqual(cells[header.index(col)], "general path", (label, g))
+            self.assertEqual(cells[header.index("H100 SXM sm_90 (estimated)")], "not estimated", label)
+            sid = label.split()[0]
+            for name in ("A100 40GB", "L4", "T4"):
+                self.assertIn(f"- {sid} on {name}: wgmma exists only in sm_90a code", self.block)
+                self.assertNotIn(f"- {sid} on {name}: a tensor-core stage", self.block)
+        # 14 is mma.sync: a tensor-core stage from sm_80 on
+        cells = table_cells(self.block, "14 multistage_mma")
+        self.assertEqual(cells[header.index("A100 40GB sm_80 (estimated)")], "not estimated")
+        self.assertEqual(cells[header.index("T4 sm_75 (estimated)")], "general path")
+
+    def test_sm90a_stages_are_the_rung_json_ones(self):
+        import json
+        built = set()
+        for meta in (REPO / "stages").glob("*/rung.json"):
+            if json.loads(meta.read_text(encoding="utf-8")).get("build", {}).get("sm_90a"):
+                built.add(meta.parent.name.split("_", 1)[1])
+        self.assertEqual(est.NEEDS_SM90A, built)
+
     def test_pytorch_is_not_estimated(self):
         cells = table_cells(self.block, "torch.compile")
         self.assertEqual(cells.count("not estimated"), len(est.DEFAULT_GPUS) - 1)

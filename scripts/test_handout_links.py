@@ -145,6 +145,11 @@ class HandoutLinksTest(unittest.TestCase):
         self.assertIn("results/ladder_h200.json", text)  # the link's text stays
         self.assertNotIn("docs/answers.md#", text)
         self.assertIn("](../../docs/mistakes.md)", text)  # a shipped file keeps its link
+        # The committed captures of the handed-out stages ship: the chapters' links to them resolve.
+        with open(os.path.join(out, "stages/03_shared_tree/README.md"), encoding="utf-8") as f:
+            self.assertIn("](../../profiles/data/03_shared_tree.txt)", f.read())
+        self.assertTrue(os.path.isfile(os.path.join(out, "profiles/03_shared_tree.md")))
+        self.assertFalse(os.path.exists(os.path.join(out, "profiles/05_vectorized_loads.md")))
 
     def test_repo_url(self):
         out = os.path.join(tmpdir(self), "h")
@@ -153,7 +158,11 @@ class HandoutLinksTest(unittest.TestCase):
         self.assertEqual(handout.unresolved_links(out), [])
         texts = "".join(text for _path, text in handout.markdown_texts(out))
         self.assertIn(f"]({URL}/results/ladder_h200.json)", texts)
-        self.assertIn(f"]({URL}/profiles/data/03_shared_tree.txt)", texts)
+        # The captures of the handed-out stages ship and keep their relative links; a later
+        # stage's capture is linked in the published repository.
+        self.assertIn("](../../profiles/data/03_shared_tree.txt)", texts)
+        self.assertNotIn(f"]({URL}/profiles/data/03_shared_tree.txt)", texts)
+        self.assertIn(f"]({URL}/profiles/data/05_vectorized_loads.txt)", texts)
         self.assertNotIn(f"{URL}/docs/answers.md", texts)  # instructor-only: never linked
         # Stage 05's folder holds regions of rungs 03 and 04: a link there would hand them out.
         self.assertNotIn(f"{URL}/stages/05_", texts)

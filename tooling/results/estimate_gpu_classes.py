@@ -124,6 +124,10 @@ TILED = {
                        budget=96 * 1024, regs=127, threads=256),
 }
 NEEDS_SM80 = {"async_copy"}  # cp.async: below sm_80 the stage runs synchronous copies
+# The stages whose rung.json says "build": {"sm_90a": true} (the test compares them): wgmma and the
+# bulk copy exist only in sm_90a code, which runs only on sm_90 (H100, H200). On every other GPU,
+# sm_80 and newer included, the stage runs the general FP32 path, not tensor cores.
+NEEDS_SM90A = {"wgmma", "three_tf32_wgmma"}
 
 # The one other GPU with a committed run: an H100 80GB (SXM, HBM3) run of an earlier, seven-stage
 # ladder. Its stages 01-03 ran the same kernels as today's (chapters 02 and 03 say so); the rest
@@ -304,14 +308,19 @@ def ladder_rows(run: dict, gpus: list[Gpu], ref: Gpu) -> tuple[list[Row], dict]:
             if g.key != ref.key and s.get("tensor_cores"):
                 # The tensor pipe's rate does not follow the FP32 or DRAM ratios, and mma.sync's
                 # share of it differs by architecture: nothing here would be a fair estimate.
-                if g.sm < 80:
+                if s["name"] in NEEDS_SM90A and g.sm != 90:
+                    text = "general path"
+                    notes.append(f"{g.name}: wgmma exists only in sm_90a code, which runs only on sm_90 "
+                                 f"(H100, H200); here the stage runs the general FP32 path "
+                                 f"(lib/conv_pool_general.cuh), not tensor cores: much slower, not timed here")
+                elif g.sm < 80:
                     text = "general path"
                     notes.append(f"{g.name}: no TF32 mma below sm_80; the stage runs the general FP32 "
                                  f"path (lib/conv_pool_general.cuh), not timed here")
                 else:
                     text = "not estimated"
                     notes.append(f"{g.name}: a tensor-core stage; its time is not a ratio of the H200's: "
-                                 f"measure it (build/mma_peak gives the GPU's ceiling)")
+                                 f"measure it (build/{'wgmma' if s['name'] in NEEDS_SM90A else 'mma'}_peak gives the GPU's ceiling)")
                 value = est  # the class-time sum keeps an FP32-scaled stand-in
             if s["name"] in TILED and g.key != ref.key:
                 n, why = blocks_per_sm(s["name"], problem, g)
@@ -500,7 +509,9 @@ def render(ladder_path: Path, pool_path: Path | None, pytorch_path: Path | None,
     out += render_table("stage", rows, gpus, ref)
     out.append("")
     out.append("‡ the tiled plan fits, but shared memory allows fewer resident blocks per SM than on the "
-               f"{ref.name}. ≥: a lower bound.")
+               f"{ref.name}. ≥: a lower bound. general path: the GPU lacks the stage's instructions (TF32 "
+               "`mma.sync` below sm_80; `wgmma` and the bulk copy on anything but sm_90 with sm_90a code), "
+               "so the stage runs the FP32 kernel of the fused rungs, not tensor cores.")
     out.append("")
     if pool_path:
         pool = load(pool_path)
@@ -512,7 +523,8 @@ def render(ladder_path: Path, pool_path: Path | None, pytorch_path: Path | None,
         out.append("")
     out.append(f"**GPU time of the timed loops of a default `ladder` run** ({runs_per_stage} runs per row: "
                f"{timing.get('warmup', 2)} warm-ups + {timing.get('reps', 10)} repetitions; the floor, CUB and "
-               "every GPU stage; not counted: input generation, the oracle, uploads, L2 flushes, start-up), seconds:")
+               "every GPU stage, a tensor-core stage at its FP32-scaled stand-in, though on the general path it takes "
+               "longer; not counted: input generation, the oracle, uploads, L2 flushes, start-up), seconds:")
     out.append("")
     out.append("| | " + " | ".join(g.name for g in gpus) + " |")
     out.append("|---|" + "--:|" * len(gpus))
