@@ -23,7 +23,6 @@ through the track's program.
 import argparse
 import datetime
 import filecmp
-import glob
 import hashlib
 import json
 import os
@@ -78,7 +77,7 @@ def add_parser(sub, root):
 GRADESCOPE_METADATA = "/autograder/submission_metadata.json"
 
 
-def _metadata(args):
+def gradescope_metadata(args):
     """Gradescope's submission metadata (--submission-metadata, else its default path), or {}."""
     path = getattr(args, "submission_metadata", "") or (GRADESCOPE_METADATA if os.path.isfile(GRADESCOPE_METADATA)
                                                          else "")
@@ -92,13 +91,14 @@ def _metadata(args):
     return data if isinstance(data, dict) else {}
 
 
-def submission_identity(args):
+def submission_identity(args, metadata):
     """The identity mixed into an official run's hidden seeds: --submission-id, else Gradescope's
-    submission id, else a fresh nonce. Seeds then differ between students and between one
-    student's resubmissions, so answers to the hidden cases cannot accumulate."""
+    submission id (metadata: gradescope_metadata), else a fresh nonce. Seeds then differ between
+    students and between one student's resubmissions, so answers to the hidden cases cannot
+    accumulate."""
     if getattr(args, "submission_id", ""):
         return str(args.submission_id)
-    sid = _metadata(args).get("id")
+    sid = metadata.get("id")
     return f"gradescope-{sid}" if sid is not None else "nonce-" + secrets.token_hex(8)
 
 
@@ -108,10 +108,10 @@ def seed_secret(secret, submission_id):
     return f"{secret}|{submission_id}"
 
 
-def due_date_passed(args):
-    """True when Gradescope's metadata says the (late) due date has passed: a regrade then counts
-    and reveals the hidden parts, as --reveal does."""
-    meta = _metadata(args).get("assignment") or {}
+def due_date_passed(metadata):
+    """True when Gradescope's metadata (gradescope_metadata) says the (late) due date has passed:
+    a regrade then counts and reveals the hidden parts, as --reveal does."""
+    meta = metadata.get("assignment") or {}
     due = meta.get("late_due_date") or meta.get("due_date")
     if not due:
         return False
@@ -219,18 +219,10 @@ def reference_libraries(args, work_root, jail, rungs):
     (which reference_integrity reads). The folder is the grader's alone (mode 0700: root's when
     grading as root), never bound into the sandbox and never copied into the grading folder, so
     neither the student's build nor their programs can read the reference's sources or objects.
-    What an older grader copied where the sandbox sees (the grading's reference/ folder, reference
-    objects in the build, reference-objects/) is deleted first. Returns {rung: why} for those
-    that failed."""
+    Returns {rung: why} for those that failed."""
     build_dir = reference_build_dir(work_root)
     os.makedirs(build_dir, exist_ok=True)
     os.chmod(build_dir, 0o700)
-    for name in os.listdir(jail.dirs["reference"]):  # the jail's own folder: it stays, empty
-        path = os.path.join(jail.dirs["reference"], name)
-        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
-    shutil.rmtree(os.path.join(jail.grading, "reference-objects"), ignore_errors=True)
-    for old in glob.glob(os.path.join(jail.dirs["build"], "grader", "CMakeFiles", "reference_stage_*.dir")):
-        shutil.rmtree(old, ignore_errors=True)
     cmake = ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
              "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
     if args.cuda_architectures:
@@ -447,7 +439,8 @@ def grade(args):
     (one line) for bad arguments or a missing tool, sandbox.SandboxError when official grading
     cannot be sandboxed."""
     handout.validate_grade_args(ROOT, args, tools=not getattr(args, "skip_tool_check", False))
-    args.reveal = args.reveal or due_date_passed(args)
+    metadata = gradescope_metadata(args)
+    args.reveal = args.reveal or due_date_passed(metadata)
     config = load_config()
     secret = ""
     if args.secret_file:
@@ -484,7 +477,7 @@ def grade(args):
             "the submission runs with your rights")
     lease = sandbox.UidLease() if isolation != "none" else None
     uid = lease.uid if lease else os.geteuid()
-    submission_id = submission_identity(args) if official else ""
+    submission_id = submission_identity(args, metadata) if official else ""
     root = os.geteuid() == 0
     # As root, the default work folder is under the system's temp folder: the sandbox's uid must
     # pass through every folder above the ones it uses, and root's home is private.
@@ -509,7 +502,7 @@ def grade(args):
             raise sandbox.SandboxError(f"{e}: official grading needs the load audit (integrity rule 5)")
         log(f"WARNING: {e}: the libraries the programs load are not checked (integrity rule 5)")
     private = [ROOT if not is_handout(ROOT) else "", os.path.abspath(args.secret_file) if args.secret_file else "",
-               os.path.join(ROOT, "grader", "hidden"), os.path.join(work, "reference-build"), jail.dirs["reference"]]
+               os.path.join(ROOT, "grader", "hidden"), os.path.join(work, "reference-build")]
     if isolation == "bwrap":
         sandbox.Sandbox(ro={jail.dirs[k]: jail.inside(k) for k in ("tree", "build")}, uid=uid).check_paths(private)
     elif isolation == "user":

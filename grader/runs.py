@@ -36,8 +36,8 @@ def log(msg):
 class Jail:
     """Where one grading's student code is built and run: a grading folder (mode 0711: passable,
     not listable) with tree/ (the handout and the submission's declared files), build/, io/ (one
-    fresh folder per run, for its report), tmp/ (the 'user' isolation's private temporary
-    folder) and reference/ (the grader's alone: mode 0700, never shown to the student's code).
+    fresh folder per run, for its report) and tmp/ (the 'user' isolation's private temporary
+    folder). The reference solution is never here (grade.reference_libraries).
     `isolation` (sandbox.py): bwrap, where tree/, build/ and io/ appear as /grade/<name>, build/
     writable only while building and io/ only to its run; user, where the same folders keep their
     paths and belong to the grading's uid; none (practice grading), where the programs run as the
@@ -49,10 +49,9 @@ class Jail:
         self.grading, self.isolation = grading, isolation
         self.sandboxed = isolation != "none"
         self.uid = os.geteuid() if uid is None else uid
-        self.dirs = {k: os.path.join(grading, k) for k in ("tree", "build", "reference", "io", "tmp")}
+        self.dirs = {k: os.path.join(grading, k) for k in ("tree", "build", "io", "tmp")}
         for d in self.dirs.values():
             os.makedirs(d, exist_ok=True)
-        os.chmod(self.dirs["reference"], 0o700)
         if isolation == "user":  # the grading's private temporary folder, its uid's alone
             os.chmod(self.dirs["tmp"], 0o700)
             os.chown(self.dirs["tmp"], self.uid, self.uid)
@@ -93,21 +92,23 @@ class Jail:
         box = self._box({self.dirs["build"]: self.inside("build")}, gpu=False)
         p = box.run(argv, cwd=self.inside("build"))
         if self.isolation == "user":  # no namespace makes it read-only for the runs: the grader takes it back
-            for dirpath, dirnames, filenames in os.walk(self.dirs["build"]):
-                for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-                    os.lchown(name, os.geteuid(), os.getegid())
+            sandbox.chown_tree(self.dirs["build"], os.geteuid(), os.getegid())
             readable(self.dirs["build"])
         return p
 
-    def run(self, argv_of, timeout):
+    def run(self, argv_of, timeout, on_folder=None):
         """Runs argv_of(io) (io: the run's own fresh folder, as the program sees it); returns
-        (CompletedProcess, the folder as the grader sees it). Raises subprocess.TimeoutExpired.
+        (CompletedProcess, the folder as the grader sees it). on_folder(folder), if given, learns
+        the grader's path of the folder before the program starts. Raises subprocess.TimeoutExpired.
         With the audit enabled, a plain run (not compute-sanitizer's, which loads its own
         libraries) is audited: every library it maps outside the allow-list becomes a rule 5 line
         in self.loaded."""
         io = tempfile.mkdtemp(dir=self.dirs["io"])
         os.chmod(io, 0o755)
-        argv = argv_of(self.inside("io") if self.isolation == "bwrap" else io)
+        if on_folder:
+            on_folder(io)
+        view = self.inside("io") if self.isolation == "bwrap" else io  # the folder as the program sees it
+        argv = argv_of(view)
         audited = self.audit and not os.path.basename(argv[0]).startswith("compute-sanitizer")
         env, fds, collect = loaded_libraries.audited(argv, self.inside("audit", os.path.basename(self.audit))) \
             if audited else ({}, (), None)
@@ -115,17 +116,14 @@ class Jail:
             with gpu_turn():
                 if not self.sandboxed:
                     return sandbox.run_group(argv, timeout, env={**student_env(), **env}, pass_fds=fds, cwd=io), io
-                box = self._box({io: self.inside("io") if self.isolation == "bwrap" else io})
-                return box.run(argv, cwd=self.inside("io") if self.isolation == "bwrap" else io, timeout=timeout,
-                               env=env, pass_fds=fds), io
+                return self._box({io: view}).run(argv, cwd=view, timeout=timeout, env=env, pass_fds=fds), io
         finally:
             if collect:
                 # The 'user' isolation's launchers (prlimit, setpriv) start under the audit too.
                 wrappers = [w for w in map(shutil.which, ("prlimit", "setpriv")) if w] \
                     if self.isolation == "user" else []
                 found = loaded_libraries.check(collect(), program=argv[0], wrappers=wrappers,
-                                               untrusted=[self.inside(k) for k in ("tree", "build")] +
-                                               [self.inside("io") if self.isolation == "bwrap" else io])
+                                               untrusted=[self.inside(k) for k in ("tree", "build")] + [view])
                 self.loaded += loaded_libraries.report_lines(found, os.path.basename(argv[0]))
 
 
@@ -201,15 +199,13 @@ _TURN_HELD = False  # this process holds its GPU's turn (a timing's rounds): its
 
 
 @contextlib.contextmanager
-def gpu_turn(alone=True):
+def gpu_turn():
     """This grading's GPU (CUDA_VISIBLE_DEVICES) to itself: every program run, and a timing's
     whole interleaved rounds, waits for an exclusive lock shared by every grading of this user on
     the machine. So a correct submission never runs beside another grading's program: not beside
     one that fills the GPU's memory, nor one that spins, nor its timing beside anything (the
     promise of docs/assignments.md). The runs of a process that holds the turn take no turn of
-    their own. Waiting does not count against a run's timeout. `alone` is accepted for the
-    callers that say so; every turn is exclusive."""
-    del alone
+    their own. Waiting does not count against a run's timeout."""
     global _TURN_HELD
     if _TURN_HELD:
         yield
@@ -230,11 +226,6 @@ def gpu_turn(alone=True):
 
 
 def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
-    """One correctness case (_run_case), in its GPU turn (Jail.run)."""
-    return _run_case(program, stage_id, case, seed, timeout, rules, show_output)
-
-
-def _run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
     """Runs one correctness case (two runs on one workspace, then a third on the same buffers
     refilled with other values; all checked, rules: grader_rules). Returns (status, detail);
     status: pass, fail, error, timeout, skipped (no GPU). show_output: a failing run's detail
@@ -579,20 +570,13 @@ def _run_serving_seeds(run, folder_of, seeds):
 
 def _student_process(program, args, seeds, timeout):
     """One round's student process, in the jail: (CompletedProcess, its io folder outside)."""
-    jail = current_jail()
-    before, where = set(os.listdir(jail.dirs["io"])), {}
+    jail, where = current_jail(), {}
 
     def argv(io):
-        # Jail.run made the run's folder just before this call: where the folder keeps its path
-        # `io` is it; under bwrap `io` is its view (/grade/io), the folder the one new entry of io/.
-        if os.path.dirname(os.path.abspath(io)) == os.path.abspath(jail.dirs["io"]):
-            where["io"] = io
-        else:
-            new = set(os.listdir(jail.dirs["io"])) - before
-            where["io"] = os.path.join(jail.dirs["io"], new.pop()) if len(new) == 1 else None
         return [program, *args, "--handshake", io, "--json", os.path.join(io, "timing.json"),
                 "--outputs", os.path.join(io, "outputs.bin")]
-    return _run_serving_seeds(lambda: jail.run(argv, timeout), lambda: where.get("io"), seeds)
+    return _run_serving_seeds(lambda: jail.run(argv, timeout, on_folder=lambda f: where.update(io=f)),
+                              lambda: where.get("io"), seeds)
 
 
 def _reference_process(program, args, seeds, timeout, folder):
@@ -694,18 +678,19 @@ def timing(build, stage_id, mode, problem_args, reps, warmup, timeout, reference
     n_rounds = max(1, int(rounds)) if reference else 1
     got = {"student": [], "reference": []}
     mismatches, first = 0, ""
-    with gpu_turn(alone=True):  # the GPU to itself: no other grading's runs beside the timing
+    with gpu_turn():  # the GPU to itself for every round: no other grading's runs between them
         for k in range(n_rounds):
             seeds = [int.from_bytes(os.urandom(8), "little") for _ in range(warmup + reps)]
             order = ["student", "reference"] if reference else ["student"]
             round_ = {}
             for who in (order if k % 2 == 0 else order[::-1]):
-                with tempfile.TemporaryDirectory(prefix="ladder-reference-timing-") as private:
+                with contextlib.ExitStack() as stack:  # the reference's private folder, removed after reading
                     try:
                         if who == "student":
                             p, folder = _student_process(program, args, seeds, timeout)
                         else:
-                            p, folder = _reference_process(reference, args, seeds, timeout, private), private
+                            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ladder-reference-timing-"))
+                            p = _reference_process(reference, args, seeds, timeout, folder)
                     except subprocess.TimeoutExpired:
                         return "error", {"error": f"the {who}'s timing took longer than {timeout:.0f} s"}
                     elems = round_["reference"]["elems"] if who == "student" and "reference" in round_ else None

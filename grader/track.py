@@ -243,7 +243,7 @@ def timing(args, ctx, prog, t, number, perf_cfg, timing_cfg):
         progs.append(("reference", ref))
     run_args = [*timing_cfg.get("args", []), "--rungs", number, "--reps", str(perf_cfg["reps"]),
                 "--warmup", str(perf_cfg["warmup"])]
-    with runs.gpu_turn(alone=True):  # the GPU to itself: no other grading's runs beside the timing
+    with runs.gpu_turn():  # the GPU to itself: no other grading's runs beside the timing
         return _timed_rounds(args, progs, run_args, number, rep, perf_cfg)
 
 

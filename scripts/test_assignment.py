@@ -487,7 +487,7 @@ class ProblemsTest(unittest.TestCase):
             with runs.gpu_turn():
                 self.assertFalse(free())     # another grading's run waits
                 self.assertTrue(free("6"))   # another GPU is not held
-                with runs.gpu_turn(alone=True):  # a timing's own run: no second turn, no deadlock
+                with runs.gpu_turn():  # a timing's own run: no second turn, no deadlock
                     self.assertFalse(free())
             self.assertTrue(free())
             self.assertEqual(os.stat(locks).st_mode & 0o777, 0o700)
@@ -601,19 +601,21 @@ class GradeTest(unittest.TestCase):
         self.assertNotEqual(seed("gradescope-1"), seed("gradescope-2"))
         ns = argparse.Namespace(submission_id="", submission_metadata="")
         with mock.patch.object(grade, "GRADESCOPE_METADATA", "/no/such/file"):
-            a, b = grade.submission_identity(ns), grade.submission_identity(ns)
+            none = grade.gradescope_metadata(ns)
+        self.assertEqual(none, {})
+        a, b = grade.submission_identity(ns, none), grade.submission_identity(ns, none)
         self.assertTrue(a.startswith("nonce-") and a != b)
         with tempfile.TemporaryDirectory() as tmp:
             meta = write(os.path.join(tmp, "m.json"), json.dumps({"id": 123, "assignment": {
                 "due_date": "2001-01-01T00:00:00.000000-07:00", "late_due_date": None}}))
             ns = argparse.Namespace(submission_id="", submission_metadata=meta)
-            self.assertEqual(grade.submission_identity(ns), "gradescope-123")
-            self.assertTrue(grade.due_date_passed(ns))  # a regrade after the due date reveals the hidden parts
+            self.assertEqual(grade.submission_identity(ns, grade.gradescope_metadata(ns)), "gradescope-123")
+            self.assertTrue(grade.due_date_passed(grade.gradescope_metadata(ns)))  # a regrade after the due date
             write(meta, json.dumps({"id": 5, "assignment": {"due_date": "2999-01-01T00:00:00-07:00"}}))
-            self.assertFalse(grade.due_date_passed(ns))
+            self.assertFalse(grade.due_date_passed(grade.gradescope_metadata(ns)))
             write(meta, "{not json")
             with self.assertRaisesRegex(handout.HandoutError, "submission-metadata"):
-                grade.submission_identity(ns)
+                grade.gradescope_metadata(ns)
 
     def test_grading_folders(self):
         """The official run and the self-test make their grading folder with one function: mode
@@ -1424,11 +1426,9 @@ class StageTimingTest(unittest.TestCase):
 
     def test_the_students_build_holds_no_reference(self):
         """grade.build configures the student's build without any reference option, and
-        reference_libraries builds the reference's programs in a private folder, leaving nothing
-        of them where the sandbox sees (the grading's reference/ folder, the student's build)."""
+        reference_libraries builds the reference's programs in a private folder (mode 0700), and
+        an older build's program never stands in for one that now fails."""
         jail = runs.Jail(os.path.join(self.tmp, "grading"), "none")
-        write(os.path.join(jail.dirs["reference"], "libreference_stage_03.a"), "old")
-        write(os.path.join(jail.dirs["build"], "grader", "CMakeFiles", "reference_stage_03.dir", "a.o"), "old")
         commands = []
 
         def build(argv):
@@ -1447,8 +1447,7 @@ class StageTimingTest(unittest.TestCase):
         self.assertEqual(list(failed), ["03"])  # the mock built nothing, and the old program is gone
         self.assertFalse(os.path.exists(stale))
         self.assertEqual(os.stat(grade.reference_build_dir(work)).st_mode & 0o777, 0o700)
-        self.assertEqual(os.listdir(jail.dirs["reference"]), [])
-        self.assertFalse(os.path.exists(os.path.join(jail.dirs["build"], "grader", "CMakeFiles", "reference_stage_03.dir")))
+        self.assertEqual(sorted(os.listdir(jail.grading)), ["build", "io", "tmp", "tree"])  # no reference there
 
     def test_integrity_reads_the_reference_build(self):
         """Rule 2e against the reference build's own stage object, read by the grader."""

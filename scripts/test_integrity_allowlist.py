@@ -444,7 +444,7 @@ class JailAuditTest(unittest.TestCase):
 
     def jails(self, tmp):
         yield runs.Jail(os.path.join(tmp, "plain"), "none")
-        ok, _why = sandbox.works()
+        ok, _why = sandbox.bwrap_works()
         lease = sandbox.UidLease()
         self.addCleanup(lease.release)
         if ok and sandbox.traversable(tmp):

@@ -8,7 +8,6 @@ reach the output.
 
   python3 scripts/test_sanitizer_feedback.py
 """
-import json
 import os
 import shutil
 import sys

@@ -101,6 +101,22 @@ P38, P74 = "tracks/p38_spatial_softmax/rungs", "tracks/p74_backward"
 REDUCE = f"{P74}/device/reduce.cuh"
 MMA_TILE = "stages/lib/mma_tile.cuh"  # mma_tf32, shared by stages 10 and 11
 
+# Stage 03's tree loop, as the reference writes it, and its levels above the last warp (the
+# variants that finish the last warp another way keep these).
+TREE03 = """\
+  for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+#endif
+"""
+TREE03_ABOVE_WARP = """\
+  for (unsigned s = kBlock / 2; s > 32; s >>= 1) {
+    if (tid < s) sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+"""
+
 
 def gemm(path):
     """The implicit-GEMM solution region of stage 10 or 11 (what a student writes)."""
@@ -122,13 +138,7 @@ VARIANTS = [
 """)], ("atomic_per_element",), "one thread per plane sums serially, then makes one atomic"),
 
     Variant("03_shared_tree", "honest"),
-    Variant("03_shared_tree", "serial_by_thread0", [(S03, """\
-  for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
-    if (tid < s) sh[tid] += sh[tid + s];
-    __syncthreads();
-  }
-#endif
-""", """\
+    Variant("03_shared_tree", "serial_by_thread0", [(S03, TREE03, """\
   if (tid == 0) {
     float total = 0.0f;
     for (int i = 0; i < kBlock; ++i) total += sh[i];
@@ -137,17 +147,7 @@ VARIANTS = [
   __syncthreads();
 #endif
 """)], ("block_tree",), "thread 0 adds the block's partials in a loop: one barrier, no tree"),
-    Variant("03_shared_tree", "last_warp_unrolled", [(S03, """\
-  for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
-    if (tid < s) sh[tid] += sh[tid + s];
-    __syncthreads();
-  }
-#endif
-""", """\
-  for (unsigned s = kBlock / 2; s > 32; s >>= 1) {
-    if (tid < s) sh[tid] += sh[tid + s];
-    __syncthreads();
-  }
+    Variant("03_shared_tree", "last_warp_unrolled", [(S03, TREE03, TREE03_ABOVE_WARP + """\
   if (tid < 32) {  // Harris's kernel 5: the last warp's levels without barriers
     volatile float* v = sh;
     v[tid] += v[tid + 32]; __syncwarp(); v[tid] += v[tid + 16]; __syncwarp(); v[tid] += v[tid + 8]; __syncwarp();
@@ -164,17 +164,7 @@ VARIANTS = [
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
 namespace cg = cooperative_groups;
-"""), (S03, """\
-  for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
-    if (tid < s) sh[tid] += sh[tid + s];
-    __syncthreads();
-  }
-#endif
-""", """\
-  for (unsigned s = kBlock / 2; s > 32; s >>= 1) {
-    if (tid < s) sh[tid] += sh[tid + s];
-    __syncthreads();
-  }
+"""), (S03, TREE03, TREE03_ABOVE_WARP + """\
   if (tid < 32) {  // the last warp: cooperative_groups::reduce (butterfly shuffles)
     const cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
     const float total = cg::reduce(warp, sh[tid] + sh[tid + 32], cg::plus<float>());
