@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "p38_spatial_softmax/problem.hpp"  // InvalidProblem (the p74 track uses the same type)
+#include "shared/geometry3d.hpp"  // InvalidProblem, the type both tracks throw
 
 /// P: a track's problem (validate(), describe()).
 template <class P>
@@ -15,7 +15,7 @@ void expect_invalid(const P& p, std::initializer_list<std::string> needles) {
   try {
     p.validate();
     ADD_FAILURE() << "validate() accepted an invalid problem: " << p.describe();
-  } catch (const ladder::p38::InvalidProblem& e) {
+  } catch (const ladder::tracks::InvalidProblem& e) {
     const std::string msg = e.what();
     for (const std::string& n : needles)
       EXPECT_NE(msg.find(n), std::string::npos) << "message lacks '" << n << "': " << msg;
