@@ -4,8 +4,9 @@
 # run in LANES lanes side by side (each lane with a work folder of its own, reused rung after rung,
 # so the ladder libraries build once per lane); every program run still holds the GPU alone
 # (runs.gpu_turn), so lanes overlap one grading's build with another's GPU runs. Each rung's
-# results go to $OUT/ref-RUNG/ as soon as it ends, and one line per rung to $OUT/summary.txt, so a
-# call cut short keeps what finished.
+# report and log go to $OUT/ref-RUNG.{report.txt,log} (its full results stay in WORK/out-RUNG/) as
+# soon as it ends, and one line per rung to $OUT/summary.txt, so a call cut short keeps what
+# finished.
 # Usage: OUT=DIR bash scripts/gpu_grade_references.sh RUNGS [ARCH]
 #   RUNGS: comma-separated (05,06,p38-01); ARCH: CUDA architectures (default 90)
 #   LANES (default 3), JOBS per lane (default nproc/LANES), ISOLATION (default auto), WORK,
@@ -33,9 +34,10 @@ grade_lane() {  # $1: lane number; $2...: its rungs, graded one after another
     t0=$SECONDS
     python3 scripts/assignment.py grade --rungs "$r" --secret-file "$secret" --isolation "$ISOLATION" \
       --cuda-architectures "$ARCH" --jobs "$JOBS" --work "$WORK/lane-$lane" --reuse-work \
-      --out "$OUT/ref-$r" ${GRADE_ARGS:-} > "$OUT/ref-$r.log" 2>&1
+      --out "$WORK/out-$r" ${GRADE_ARGS:-} > "$OUT/ref-$r.log" 2>&1
     status=$?
-    python3 - "$OUT/ref-$r/instructor.json" "$r" "$status" "$((SECONDS - t0))" <<'EOF' >> "$OUT/summary.txt"
+    cp "$WORK/out-$r/report.txt" "$OUT/ref-$r.report.txt" 2>/dev/null
+    python3 - "$WORK/out-$r/instructor.json" "$r" "$status" "$((SECONDS - t0))" <<'EOF' >> "$OUT/summary.txt"
 import json, sys
 path, rung, status, seconds = sys.argv[1:]
 try:
@@ -43,10 +45,12 @@ try:
 except (OSError, ValueError, KeyError) as e:
     print(f"[FAIL] rung {rung}: no instructor.json (exit {status}: {e}) in {seconds} s", flush=True)
     sys.exit()
-got, most = sum(p["score"] for p in parts), sum(p["max_score"] for p in parts)
-lost = "; ".join(f"{p['name']} {p['score']:g}/{p['max_score']:g}" for p in parts if p["score"] < p["max_score"])
+ran = [p for p in parts if not p["skipped"]]  # a dry run (--skip-gpu) skips the GPU's parts
+got, most = sum(p["score"] for p in ran), sum(p["max_score"] for p in ran)
+lost = "; ".join(f"{p['name']} {p['score']:g}/{p['max_score']:g}" for p in ran if p["score"] < p["max_score"])
+skipped = f", {len(parts) - len(ran)} part(s) skipped" if len(ran) < len(parts) else ""
 print(f"[{'PASS' if got == most else 'FAIL'}] rung {rung}: {got:g} / {most:g}"
-      f"{' (lost: ' + lost + ')' if lost else ''} in {seconds} s", flush=True)
+      f"{' (lost: ' + lost + ')' if lost else ''}{skipped} in {seconds} s", flush=True)
 EOF
     tail -1 "$OUT/summary.txt"
   done
