@@ -22,6 +22,7 @@ through the track's program.
 """
 import argparse
 import datetime
+import fcntl
 import filecmp
 import hashlib
 import json
@@ -139,6 +140,26 @@ def make_grading_dir(work, reuse):
         path = tempfile.mkdtemp(prefix="grading-", dir=work)
     os.chmod(path, 0o711)
     return path
+
+
+_HELD_WORK = {}  # work folder -> its lock file, held by this process until it exits
+
+
+def hold_work(work):
+    """One grading at a time per work folder: gradings there share the reference build (and the
+    self-test's reused grading folder), which a second one would rebuild under the first one's
+    feet. A second grading waits, and says why; gradings that should run side by side need a
+    --work each. Held until the process exits, so a self-test's gradings in one process go on."""
+    if work in _HELD_WORK:
+        return
+    f = open(os.path.join(work, ".grading.lock"), "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log(f"another grading is using {work}: waiting for it to end (give gradings that should run "
+            "side by side a --work each)")
+        fcntl.flock(f, fcntl.LOCK_EX)
+    _HELD_WORK[work] = f
 
 
 def load_config():
@@ -490,6 +511,8 @@ def grade(args):
         moved = os.path.join(tempfile.gettempdir(), "ladder-grade-" + hashlib.sha256(work.encode()).hexdigest()[:12])
         log(f"the sandbox's uid cannot reach {work}: grading in {moved} instead")
         work = moved
+    os.makedirs(work, exist_ok=True)
+    hold_work(work)
     grading_dir = make_grading_dir(work, getattr(args, "reuse_work", False))
     # The reports stay where the docs say, --work (default build-grade/), whatever folder the grading used.
     out_dir = os.path.abspath(args.out or args.work or os.path.join(ROOT, "build-grade"))

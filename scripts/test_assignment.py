@@ -434,6 +434,9 @@ class P74HandoutTest(HandoutCase):
         self.assertIn("`grader/p74_public.problems`", readme)
         self.assertNotIn("p38", readme)
         self.assertNotIn("{{", readme)
+        # p74 links no code of p38 (both use tracks/shared/): the other track does not ship.
+        self.assertFalse([f for f in handout.repo_files(self.out) if f.startswith("tracks/p38_")])
+        self.assertIn("tracks/shared/geometry3d.hpp", handout.repo_files(self.out))
 
     def test_check_handout_and_leaks(self):
         self.assertEqual(handout.check_handout(ROOT, self.out), [])
@@ -628,6 +631,25 @@ class GradeTest(unittest.TestCase):
             self.assertEqual(again, grade.make_grading_dir(work, True))
             for path in (work, a, b, again):
                 self.assertEqual(os.stat(path).st_mode & 0o777, 0o711, path)
+
+    def test_one_grading_at_a_time_per_work_folder(self):
+        """A second grading in the same work folder (here another process) waits, saying why,
+        until the first one ends; the same process may grade there again."""
+        with tempfile.TemporaryDirectory() as tmp:
+            grade.hold_work(tmp)
+            grade.hold_work(tmp)  # the self-test's gradings, one process: no deadlock
+            second = subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, {ROOT!r}); "
+                                       f"from grader import grade; grade.hold_work({tmp!r}); print('got it')"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                out, err = second.communicate(timeout=3)
+                self.fail(f"the second grading did not wait: {out!r} {err!r}")
+            except subprocess.TimeoutExpired:
+                pass
+            grade._HELD_WORK.pop(tmp).close()  # the first grading ends
+            out, err = second.communicate(timeout=30)
+            self.assertEqual(out.strip(), "got it")
+            self.assertIn(f"another grading is using {tmp}: waiting", err)
 
     def test_score_perf(self):
         conf = {"full_at": 1.2, "zero_at": 10.0}

@@ -9,7 +9,8 @@ Each diagram is computed from the same rules as the code it illustrates (the gat
 division, stage 03's sequential addressing, stage 04's shuffle offsets, the input tile with its
 halo that stage 07 introduces, in stage 08's geometry with its row pitch of 20 floats, and
 tap_span and plan_tap of stages/lib/tap_window.cuh, stage 12's; stage 10's tile, warp tiling,
-mma.m16n8k8 .tf32 fragment layouts and channel slots of tensor_cores.cu), drawn small enough to read.
+mma.m16n8k8 .tf32 fragment layouts and channel slots of tensor_cores.cu; stage 15's K-major
+core matrices and the LBO and SBO of its wgmma descriptors, wgmma.cu), drawn small enough to read.
 Deterministic:
 no randomness, no dates; matplotlib, Agg backend.
 """
@@ -726,6 +727,141 @@ def draw_tf32_fragments():
     return fig
 
 
+# --- (h) stage 15: wgmma's core matrices, and the LBO and SBO of its two descriptors ----------------
+
+WG_CO = 128             # kWgCo: the block's output channels, N of m64n128k8
+WG_K_PITCH = 68         # kKPitch: columns of a K-major x row (64 output columns + up to 4 of halo)
+CORE_ROW_BYTES = 16     # a core matrix: 8 rows of 16 bytes = 8 x 4 TF32, 128 contiguous bytes
+CORE_SBO = 8 * CORE_ROW_BYTES  # 128: the next 8 rows (pixels of A, output channels of B)
+
+
+def wg_b_offset(k: int, n: int) -> int:
+    """Byte offset of B[k][n] (input channel k of the step's 8, output channel n) from the start of
+    one tap's weights, laid out [k-half][128 co][4 ci] as tf32_weight_kmajor writes them."""
+    return ((k // 4 * WG_CO + n) * 4 + k % 4) * 4
+
+
+def wg_a_offset(m: int, k: int, rows: int, row: int, col: int) -> int:
+    """Byte offset of A[m][k] in the K-major x slot [k-half][rows][kKPitch columns][4 ci]: pixel
+    col + m of patch row `row`, channel k (the transpose's `kd + ((khalf * rows + r) * kKPitch + c) * 4`)."""
+    return ((k // 4 * rows + row) * WG_K_PITCH + col + m) * 16 + k % 4 * 4
+
+
+def wg_desc_offset(mn: int, k: int, lbo: int, sbo: int) -> int:
+    """What the tensor cores read for element (m or n, k) of a descriptor without swizzle, from its
+    start: (mn / 8) SBO + (mn mod 8) 16 + (k / 4) LBO + (k mod 4) 4 (PTX ISA, K-major core matrices)."""
+    return mn // 8 * sbo + mn % 8 * CORE_ROW_BYTES + k // 4 * lbo + k % 4 * 4
+
+
+def draw_wgmma_core_matrices():
+    rows = 4 + (3 - 1)                       # patch rows of a 4-row tile under a 3 x 3 kernel
+    b_lbo, a_lbo = WG_CO * CORE_ROW_BYTES, rows * WG_K_PITCH * CORE_ROW_BYTES   # 2,048 and 6,528
+    wg, r, kh, kw = 0, 0, 1, 1               # the A tile drawn: warpgroup 0, m64 row 0, tap (1, 1)
+    a_row, a_col = 2 * wg + r + 2 - kh, 2 - kw
+    a_start = (a_row * WG_K_PITCH + a_col) * CORE_ROW_BYTES
+    # The layouts the kernel writes are what its descriptors describe, element by element.
+    assert all(wg_b_offset(k, n) == wg_desc_offset(n, k, b_lbo, CORE_SBO) for k in range(8) for n in range(WG_CO))
+    assert all(wg_a_offset(m, k, rows, a_row, a_col) == a_start + wg_desc_offset(m, k, a_lbo, CORE_SBO)
+               for k in range(8) for m in range(64))
+
+    fig, ax = new_canvas(13.0, 6.5, (-5.0, 59.0), (-17.0, 14.6))
+    cm_w, cm_h = 2.2, 2.2                    # a core matrix of B drawn 8 n wide, 4 k tall
+    bx, by = 0.0, 4.6                        # B: lower left corner of k-half 1
+    k_colors = (PLANE_COLORS[0], PLANE_COLORS[1])
+
+    # B of one tap: 2 k-halves x 16 core matrices along N.
+    ax.text(-4.8, 13.9, "B of one tap (one k-step, 8 input channels): K = 8 x N = 128", fontsize=10,
+            weight="bold", va="center")
+    ax.text(-4.8, 12.9, "weight slot [tap][k-half][128 co][4 ci]; tap (kh, kw) starts at slot + (3 kh + kw) x "
+            "4,096 B; each box: one core matrix, its byte offset from the descriptor's start", fontsize=8,
+            va="center")
+    for kh_ in range(2):
+        y = by + (1 - kh_) * cm_h
+        ax.text(bx - 0.3, y + cm_h / 2, f"k {4 * kh_}..{4 * kh_ + 3}\n(k-half {kh_})", ha="right", va="center",
+                fontsize=7.5)
+        for j in range(WG_CO // 8):
+            x = bx + j * cm_w
+            box(ax, x, y, cm_w, cm_h, fc=k_colors[kh_], ec="0.35", lw=0.8)
+            for q in range(1, 8):    # the 8 output channels of the core matrix
+                ax.plot([x + q * cm_w / 8] * 2, [y, y + cm_h], color="white", lw=0.5)
+            for q in range(1, 4):    # its 4 input channels
+                ax.plot([x, x + cm_w], [y + q * cm_h / 4] * 2, color="white", lw=0.5)
+            ax.text(x + cm_w / 2, y + cm_h / 2, f"+{wg_b_offset(4 * kh_, 8 * j):,}", ha="center", va="center",
+                    fontsize=6.5, bbox={"boxstyle": "square,pad=0.1", "fc": k_colors[kh_], "ec": "none"})
+            if kh_ == 0:
+                ax.text(x + cm_w / 2, y + cm_h + 0.2, f"n {8 * j}", ha="center", va="bottom", fontsize=6.5,
+                        color="0.3")
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((bx, by + cm_h), cm_w, cm_h, fill=False, edgecolor=HOT, linewidth=1.8, zorder=5))
+    # SBO along N (above), LBO along K (right).
+    ya = by + 2 * cm_h + 1.3
+    arrow(ax, bx + 0.5 * cm_w, ya, bx + 1.5 * cm_w, ya, color=HOT, lw=1.8)
+    ax.text(bx + 1.65 * cm_w, ya, f"SBO = 8 x 16 = {CORE_SBO} B: the next core matrix along N, 8 output channels on",
+            va="center", fontsize=8, color=HOT)
+    xa = bx + 16 * cm_w + 0.6
+    arrow(ax, xa, by + 1.5 * cm_h, xa, by + 0.5 * cm_h, color=ACTIVE, lw=1.8)
+    ax.text(xa + 0.5, by + cm_h, f"LBO = 128 x 16\n= {b_lbo:,} B: the next\ncore matrix along K,\n"
+            "input channels 4..7", va="center", fontsize=8, color=ACTIVE)
+
+    # One core matrix, enlarged: 128 contiguous bytes, a row of 16 B per output channel.
+    zx, zy, zc = 45.6, 4.2, 1.5
+    ax.text(zx + 4 * zc, 12.2, "the red box enlarged: one core\nmatrix, 128 contiguous bytes", ha="center",
+            va="center", fontsize=9, weight="bold")
+    for n in range(8):
+        for k in range(4):
+            box(ax, zx + n * zc, zy + (3 - k) * zc, zc, zc, fc=k_colors[0], ec="0.35", lw=0.5,
+                text=f"+{wg_b_offset(k, n)}", fs=6.5)
+        ax.text(zx + (n + 0.5) * zc, zy + 4 * zc + 0.15, f"n {n}", ha="center", va="bottom", fontsize=6.5,
+                color="0.3")
+    for k in range(4):
+        ax.text(zx - 0.2, zy + (3.5 - k) * zc, f"k {k}", ha="right", va="center", fontsize=6.5, color="0.3")
+    ax.text(zx + 4 * zc, zy - 0.3, "a column: one output channel's 4 input\nchannels, 16 B, a core-matrix row "
+            "(K-major)", ha="center", va="top", fontsize=7.5)
+
+    # A of one m64 row and tap: 8 core matrices of 8 consecutive pixels, in the K-major x slot.
+    ax.text(-4.8, 1.6, f"A of warpgroup {wg}, m64 row {r}, tap ({kh}, {kw}): M = 64 pixels x K = 8", fontsize=10,
+            weight="bold", va="center")
+    ax.text(-4.8, 0.6, f"K-major x slot [k-half][{rows} patch rows][{WG_K_PITCH} columns][4 ci] (3 x 3 kernel); "
+            f"the tile starts at patch row 2 wg + r + 2 - kh = {a_row}, column 2 - kw = {a_col}: "
+            f"slot + ({a_row} x {WG_K_PITCH} + {a_col}) x 16 = {a_start:,} B", fontsize=8, va="center")
+    pc = 0.55                                # one pixel's 4 channels (16 B)
+    px0 = 0.0
+    plane_y = (-1.9, -10.7)                  # top of each k-half's plane
+    for kh_ in range(2):
+        top = plane_y[kh_]
+        ax.text(px0 - 0.3, top - rows * pc / 2, f"k-half {kh_}\n(k {4 * kh_}..{4 * kh_ + 3})", ha="right",
+                va="center", fontsize=7.5)
+        for row in range(rows):
+            for col in range(WG_K_PITCH):
+                m = col - a_col
+                inside = row == a_row and 0 <= m < 64
+                fc = (TAP_COLORS[0] if m // 8 % 2 == 0 else "#8172b3") if inside else k_colors[kh_]
+                box(ax, px0 + col * pc, top - (row + 1) * pc, pc, pc, fc=fc, ec="white", lw=0.3)
+        for col in range(0, WG_K_PITCH, 8):
+            ax.text(px0 + (col + 0.5) * pc, top + 0.15, str(col), ha="center", va="bottom", fontsize=6, color="0.3")
+        for row in range(rows):
+            ax.text(px0 + WG_K_PITCH * pc + 0.2, top - (row + 0.5) * pc, f"row {row}", va="center", fontsize=6,
+                    color="0.3")
+        for q in range(8):                   # the 8 core matrices along M and their offsets
+            x = px0 + (a_col + 8 * q + 4) * pc
+            ax.text(x, top - rows * pc - 0.2, f"+{wg_desc_offset(8 * q, 4 * kh_, a_lbo, CORE_SBO):,}",
+                    ha="center", va="top", fontsize=6.5)
+    ya = plane_y[0] - rows * pc - 1.3
+    arrow(ax, px0 + (a_col + 4) * pc, ya, px0 + (a_col + 12) * pc, ya, color=HOT, lw=1.8)
+    ax.text(px0 + (a_col + 12.6) * pc, ya, f"SBO = {CORE_SBO} B: the next core matrix along M, 8 pixels on",
+            va="center", fontsize=8, color=HOT)
+    arrow(ax, px0 + (a_col + 0.5) * pc, plane_y[0] - (a_row + 1) * pc, px0 + (a_col + 0.5) * pc,
+          plane_y[1] - a_row * pc + 0.05, color=ACTIVE, lw=1.8)
+    ax.text(px0 + (a_col + 1.4) * pc, ya - 1.6, f"LBO = {rows} x {WG_K_PITCH} x 16 = {a_lbo:,} B: the same pixels' "
+            "channels 4..7, one k-half (a whole plane) further", va="center", fontsize=8, color=ACTIVE)
+    ax.text(42.2, -2.6, "A cell: one pixel's 4 channels of a\nk-half, 16 B. A blue or purple run:\none core "
+            "matrix, 8 consecutive pixels\nx 4 channels = 128 contiguous bytes.\nNumbers under a plane: "
+            "offsets from\nthe descriptor's start.\n\nAnother tap moves only the start:\n68 x 16 B per patch "
+            "row, 16 B per\ncolumn; LBO and SBO stay.", va="top", fontsize=7.5)
+    return fig
+
+
 DIAGRAMS = {
     "gather_scatter": draw_gather_scatter,
     "pool_mapping": draw_pool_mapping,
@@ -735,6 +871,7 @@ DIAGRAMS = {
     "border_frame": draw_border_frame,
     "implicit_gemm": draw_implicit_gemm,
     "tf32_fragments": draw_tf32_fragments,
+    "wgmma_core_matrices": draw_wgmma_core_matrices,
 }
 # File names that differ from diagram_<name>.png: the chapters of stages 10 and 11 link these.
 FILE_NAMES = {"implicit_gemm": "implicit_gemm.png", "tf32_fragments": "tf32_fragments.png"}
