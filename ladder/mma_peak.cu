@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   const ladder::PeakOptions opt = ladder::parse_peak_options(
       argc, argv, "mma_peak: the TF32 mma.sync throughput this GPU reaches (the tensor-core rungs' ceiling)", 20000);
   const int reps = opt.reps, iters = opt.iters;
+  if (!ladder::peak_gpu_present("mma_peak")) return 0;
   try {
     int dev = 0, sms = 0, khz = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&dev));

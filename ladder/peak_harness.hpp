@@ -5,12 +5,15 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
 
 #include "cuda_check.hpp"
+#include "device.hpp"
 
 namespace ladder {
 
@@ -37,6 +40,16 @@ inline PeakOptions parse_peak_options(int argc, char** argv, const std::string& 
     std::exit(app.exit(e) == 0 ? 0 : 2);
   }
   return o;
+}
+
+/// False, after one line saying why on stdout, where this machine has no usable CUDA device (no
+/// GPU, no driver, a driver too old): the program then has nothing to measure, which is no
+/// error (exit 0, as the stage programs do), rather than a CUDA error from its first call.
+inline bool peak_gpu_present(const char* program) {
+  std::string why;
+  if (cuda_device_available(&why)) return true;
+  std::printf("%s: no CUDA device (%s): nothing to measure\n", program, why.c_str());
+  return false;
 }
 
 /// The median, in ms, of `reps` calls of launch() on the default stream, each between two CUDA

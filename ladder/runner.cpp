@@ -131,6 +131,19 @@ Refill refilled_inputs(Problem p, const LadderOptions& opt) {
   return {std::move(in), std::move(oracle), std::move(rounded)};
 }
 
+/// A stage's report before it runs: what the stage is (id, name, idea, kind), no result yet.
+StageReport stage_report_of(const StageDescriptor& s) {
+  StageReport r;
+  r.id = s.id;
+  r.name = s.name;
+  r.idea = s.idea;
+  r.gpu = s.is_gpu();
+  r.computes_conv = s.computes_conv;
+  r.tensor_cores = s.tensor_cores;
+  r.changes = s.changes;
+  return r;
+}
+
 }  // namespace
 
 bool LadderReport::all_passed() const {
@@ -146,10 +159,6 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   p.validate();
   check_timing_options(opt);
   const std::vector<const StageDescriptor*> stages = selected_stages(opt);
-  // Before anything large is allocated: a run too big for this machine stops here, with the
-  // numbers, instead of being killed by the OOM killer halfway.
-  check_host_memory(ladder_host_memory_need(p, int(stages.size()), literal_cpu_stage_runs(p, opt, stages)),
-                    probe_host_memory());
   LadderReport report;
   report.problem = p;
   report.run = record_run(opt);
@@ -157,6 +166,25 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   report.tolerance = exact ? "exact" : "fp32";
 
   note(opt, "problem: " + p.describe());
+  bool wants_gpu = false, any_cpu = false;
+  for (const StageDescriptor* s : stages) (s->is_gpu() ? wants_gpu : any_cpu) = true;
+  const bool gpu_here = wants_gpu && cuda_device_available(&report.gpu_skip_reason);
+  if (!wants_gpu) report.gpu_skip_reason = "not used: no GPU stage selected";
+  // Nothing here could use the inputs (every stage needs the GPU this machine lacks, and no
+  // file was asked for): say so now, not after generating gigabytes of inputs and their oracle.
+  if (wants_gpu && !gpu_here && !any_cpu && opt.dump_dir.empty() && opt.json_path.empty()) {
+    note(opt, "no CUDA device (" + report.gpu_skip_reason + "): GPU stages are skipped, no inputs generated");
+    for (const StageDescriptor* s : stages) {
+      StageReport r = stage_report_of(*s);
+      r.note = "skipped: no CUDA device (" + report.gpu_skip_reason + ")" + stub_note(*s);
+      report.stages.push_back(std::move(r));
+    }
+    return report;
+  }
+  // Before anything large is allocated: a run too big for this machine stops here, with the
+  // numbers, instead of being killed by the OOM killer halfway.
+  check_host_memory(ladder_host_memory_need(p, int(stages.size()), literal_cpu_stage_runs(p, opt, stages)),
+                    probe_host_memory());
   auto t0 = std::chrono::steady_clock::now();
   HostInputs in = opt.inputs_dir.empty() ? make_inputs(p) : load_inputs(p, opt.inputs_dir);
   if (opt.tf32_midpoints) place_between_tf32(in);
@@ -180,10 +208,8 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   if (!opt.dump_dir.empty()) dump_inputs(p, in, oracle, opt.dump_dir);
 
   std::unique_ptr<GpuSession> gpu;
-  bool wants_gpu = false;
-  for (const StageDescriptor* s : stages) wants_gpu |= s->is_gpu();
   if (wants_gpu) {
-    if (cuda_device_available(&report.gpu_skip_reason)) {
+    if (gpu_here) {
       report.device = device_description();
       report.fp32_peak_tflops = fp32_peak_tflops(&report.fp32_peak_formula);
       report.dram_peak_gbps = dram_peak_gbps(&report.dram_peak_formula);
@@ -218,22 +244,13 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     } else {
       note(opt, "no CUDA device (" + report.gpu_skip_reason + "): GPU stages are skipped");
     }
-  } else {
-    report.gpu_skip_reason = "not used: no GPU stage selected";
   }
 
   std::optional<Refill> refill;    // --refill-check: the second inputs, made once
   std::optional<size_t> previous;  // index into report.stages of the last stage that ran
   for (size_t i = 0; i < stages.size(); ++i) {
     const StageDescriptor& s = *stages[i];
-    StageReport r;
-    r.id = s.id;
-    r.name = s.name;
-    r.idea = s.idea;
-    r.gpu = s.is_gpu();
-    r.computes_conv = s.computes_conv;
-    r.tensor_cores = s.tensor_cores;
-    r.changes = s.changes;
+    StageReport r = stage_report_of(s);
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(stages.size()) +
                               "] " + s.label();
     const bool fp64 = !s.is_gpu();

@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   const ladder::PeakOptions opt = ladder::parse_peak_options(
       argc, argv, "wgmma_peak: the TF32 wgmma throughput of this Hopper GPU, and whether wgmma rounds its operands", 2000);
   const int reps = opt.reps, iters = opt.iters;
+  if (!ladder::peak_gpu_present("wgmma_peak")) return 0;
   try {
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "device.hpp"
 #include "host_memory.hpp"
 #include "runner.hpp"
 
@@ -29,6 +30,29 @@ TEST(Ladder, HugeBatchStopsWithAHostMemoryError) {
   } catch (const HostMemoryError& e) {
     EXPECT_NE(std::string(e.what()).find("host memory"), std::string::npos) << e.what();
   }
+}
+
+// GPU stages only, on a machine without a GPU: nothing is generated, so even a problem whose
+// inputs would not fit in host memory skips cleanly (a single-stage program used to generate
+// 1 GB of inputs and their oracle before it found no GPU). With a GPU the host-memory check stands.
+TEST(Ladder, GpuStagesWithoutAGpuGenerateNothing) {
+  Problem p = Problem::kernelbench();
+  p.batch = 200000;
+  LadderOptions opt;
+  opt.progress = false;
+  opt.stage_ids = {"03", "09"};
+  std::string why;
+  if (cuda_device_available(&why)) {
+    EXPECT_THROW(run_ladder(p, opt), HostMemoryError);
+    return;
+  }
+  const LadderReport report = run_ladder(p, opt);
+  ASSERT_EQ(report.stages.size(), 2u);
+  for (const StageReport& s : report.stages) {
+    EXPECT_FALSE(s.ran) << s.id;
+    EXPECT_NE(s.note.find("skipped: no CUDA device"), std::string::npos) << s.id << ": " << s.note;
+  }
+  EXPECT_TRUE(report.device.empty());
 }
 
 TEST(Ladder, InvalidTimingOptionsAreRejected) {

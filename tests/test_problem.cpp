@@ -111,17 +111,17 @@ TEST(ProblemValidate, NonPositiveOutChannels) {
 TEST(ProblemValidate, NonPositiveInH) {
   Problem p = small_problem();
   p.in_h = 0;
-  expect_invalid(p, {"in_h", "0"});
+  expect_invalid(p, {"input height (--size", "0"});
   p.in_h = -3;
-  expect_invalid(p, {"in_h", "-3"});
+  expect_invalid(p, {"input height (--size", "-3"});
 }
 
 TEST(ProblemValidate, NonPositiveInW) {
   Problem p = small_problem();
   p.in_w = 0;
-  expect_invalid(p, {"in_w", "0"});
+  expect_invalid(p, {"input width (--size", "0"});
   p.in_w = -11;
-  expect_invalid(p, {"in_w", "-11"});
+  expect_invalid(p, {"input width (--size", "-11"});
 }
 
 TEST(ProblemValidate, NonPositiveKernelSize) {
@@ -311,7 +311,7 @@ TEST(ProblemValidate, PlaneOf2To31ElementsIsRejectedAndOneBelowTheLimitIsValid) 
   p.in_h = 65536;
   p.in_w = 32768;  // 2^31 elements in an input plane
   p.kernel_size = {1, 1};
-  expect_invalid(p, {"in_h*in_w", "2147483648"});
+  expect_invalid(p, {"input height*width (--size", "2147483648"});
   p.in_h = p.in_w = 46340;  // 2147395600 <= 2^31 - 1 - 1024
   EXPECT_NO_THROW(p.validate());
 }

@@ -56,13 +56,16 @@ constexpr int64_t kInt32Max = 2147483647;
 constexpr int64_t kIndexHeadroom = 1024;
 // Whole tensors: element counts (and their byte counts) must fit in int64 with room to spare.
 constexpr double kMaxTensorElems = 4611686018427387904.0;  // 2^62
+// The input's sizes as the user gave them (the programs' --size), not as fields of Problem.
+constexpr const char* kInputHeight = "input height (--size H [W])";
+constexpr const char* kInputWidth = "input width (--size H W)";
 
 void Problem::validate() const {
   require_positive("batch", batch);
   require_positive("in_channels", in_channels);
   require_positive("out_channels", out_channels);
-  require_positive("in_h", in_h);
-  require_positive("in_w", in_w);
+  require_positive(kInputHeight, in_h);
+  require_positive(kInputWidth, in_w);
   require_positive("kernel_size", kernel_size);
   require_positive("stride", stride);
   require_positive("dilation", dilation);
@@ -76,7 +79,7 @@ void Problem::validate() const {
                                 {"padding", padding}, {"output_padding", output_padding}, {"dilation", dilation}})
     if (v.h > kInt32Max || v.w > kInt32Max)
       reject(std::string(name) + " " + pair_str(v) + " exceeds 2^31 - 1 (kernels hold it in a 32-bit int)");
-  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"in_h", in_h}, {"in_w", in_w},
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{kInputHeight, in_h}, {kInputWidth, in_w},
                                 {"in_channels", in_channels}, {"out_channels", out_channels}, {"groups", groups}})
     if (v > kInt32Max - kIndexHeadroom)
       reject(std::string(name) + " = " + std::to_string(v) + " exceeds 2^31 - 1 - " +
@@ -143,7 +146,7 @@ void Problem::validate() const {
   }
   // Element indices within a plane (ih*in_w + iw, a pixel or chunk index of the output plane)
   // and within the weights of one input channel (co_in_group*taps + tap).
-  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"in_h*in_w", in_h * in_w},
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"input height*width (--size H W)", in_h * in_w},
                                 {"out_h*out_w", out_h() * out_w()},
                                 {"(out_channels/groups)*kernel_h*kernel_w", out_per_group() * taps()}})
     if (v > kInt32Max - kIndexHeadroom)
