@@ -103,6 +103,15 @@ class Lint(unittest.TestCase):
             rc = cbn.main([])
         self.assertEqual(rc, 0, out.getvalue()[:2000])
 
+    def test_every_marked_page_is_linted(self):
+        """The pages whose <!-- num: --> markers update_results.py checks are all linted: a page
+        that may hold markers may not hold bare numbers either."""
+        sys.path.insert(0, str(cbn.REPO))
+        from tooling.results import update_results
+        linted = set(cbn.prose_files(cbn.REPO))
+        marked = set(update_results.marked_files(cbn.REPO))
+        self.assertEqual(sorted(str(p) for p in marked - linted), [])
+
 
 if __name__ == "__main__":
     unittest.main()
