@@ -70,6 +70,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from tooling.checks.sass import find_cuobjdump  # check_sass.sh's lookup, shared with the technique check
+
 # ---- the rules ------------------------------------------------------------------------------
 
 # Rule 1: (pattern searched in a demangled name, what it names).
@@ -335,17 +337,6 @@ def demangle(names):
     if p.returncode != 0 or len(lines) < len(names):
         raise IntegrityError("c++filt failed: the integrity check needs binutils (c++filt)")
     return dict(zip(names, lines))
-
-
-def find_cuobjdump():
-    """cuobjdump's path, or "" if there is none. The lookup is scripts/check_sass.sh's own
-    find_cuobjdump ($CUOBJDUMP, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, Python's
-    site-packages), run from that script so that both checks find the same program."""
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "check_sass.sh")
-    code = 'eval "$(sed -n "/^find_cuobjdump() {/,/^}/p" "$1")" && find_cuobjdump | head -n 1'
-    p = subprocess.run(["bash", "-c", code, "find_cuobjdump", script], capture_output=True, text=True)
-    path = p.stdout.strip()
-    return path if path and os.access(path, os.X_OK) else ""
 
 
 def ninja_objects(build):

@@ -14,7 +14,7 @@ import unittest
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # the lint; the packages
 import check_bare_numbers as cbn  # noqa: E402
 
 
@@ -106,7 +106,6 @@ class Lint(unittest.TestCase):
     def test_every_marked_page_is_linted(self):
         """The pages whose <!-- num: --> markers update_results.py checks are all linted: a page
         that may hold markers may not hold bare numbers either."""
-        sys.path.insert(0, str(cbn.REPO))
         from tooling.results import update_results
         linted = set(cbn.prose_files(cbn.REPO))
         marked = set(update_results.marked_files(cbn.REPO))

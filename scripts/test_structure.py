@@ -2,8 +2,9 @@
 """The shape of the Python tooling, checked with ast (no import runs): the packages (grader,
 tooling, python/conv_pool_ladder) never change sys.path and never import a script by its bare
 name; an entry point (scripts/, tests/, a __main__.py) changes sys.path at most once; and no
-import cycle exists among the packages' modules, nor among the packages themselves. Imports
-inside functions count: a cycle that only a lazy import closes is still a cycle.
+import cycle exists among the packages' modules, nor among the packages themselves; and imports
+run one way only (DIRECTION): `tooling` never imports `grader`, and the binding neither of them.
+Imports inside functions count: a cycle that only a lazy import closes is still a cycle.
 
   python3 scripts/test_structure.py      (CTest: tooling_structure)
 """
@@ -17,6 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Folders whose packages are importable: the repository root (grader, tooling) and python/.
 PACKAGE_ROOTS = ("", "python")
 ENTRY_FOLDERS = ("scripts", "tests")
+# Top-level package -> the top-level packages it must never import: the lessons' tooling stands
+# below the classroom (grader); the PyTorch binding (conv_pool_ladder) below both.
+DIRECTION = {"tooling": {"grader"}, "conv_pool_ladder": {"grader", "tooling"}}
 
 
 def python_files(root):
@@ -167,7 +171,14 @@ def problems(root):
     cycle = find_cycle(packages)
     if cycle:
         out.append("import cycle among packages: " + " -> ".join(cycle))
-    return out
+    return out + wrong_way(edges)
+
+
+def wrong_way(edges):
+    """Imports against DIRECTION, as lines: `module imports target`."""
+    top = lambda name: name.split(".")[0]  # noqa: E731
+    return [f"{n} imports {t}: {top(n)} never imports {top(t)}" for n, targets in sorted(edges.items())
+            for t in sorted(targets) if top(t) in DIRECTION.get(top(n), ())]
 
 
 class StructureTest(unittest.TestCase):
@@ -183,6 +194,11 @@ class StructureTest(unittest.TestCase):
         self.assertIn("grader.track_config", edges["grader.handout"])
         self.assertIn("tooling.checks.check_program", edges["grader.runs"])
         self.assertIn("tooling.results.ladder_results", edges["tooling.results.plots._common"])
+
+    def test_direction_rule_catches_a_plant(self):
+        self.assertEqual(wrong_way({"tooling.results.x": {"grader.technique", "tooling.checks.sass"},
+                                    "grader.technique": {"tooling.checks.sass"}}),
+                         ["tooling.results.x imports grader.technique: tooling never imports grader"])
 
     def test_cycle_and_path_rules_catch_a_plant(self):
         self.assertEqual(find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}), ["a", "b", "c", "a"])

@@ -36,6 +36,7 @@ sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
 from grader import handout, rung_meta, technique  # noqa: E402
+from tooling.checks import sass as sass_model  # noqa: E402
 
 DATA = os.path.join(ROOT, "scripts", "testdata", "technique")
 # Saved: sm_90 (the tuned GPU) for every rung, and sm_75 (what CI's grader checks build: no TF32
@@ -721,8 +722,8 @@ class Model(unittest.TestCase):
         lds, atom, _ = fns[0].code
         self.assertEqual((lds.pred, lds.op, lds.args), ("@!P0", "LDS", ["R3", "[R2+0x200]"]))
         self.assertEqual(technique.destination(atom), (3, 1))  # after the predicate output
-        self.assertEqual(technique.base_name("_Z6kernelPf"), "kernel")
-        self.assertEqual(technique.base_name("not_mangled"), "not_mangled")
+        self.assertEqual(sass_model.base_name("_Z6kernelPf"), "kernel")
+        self.assertEqual(sass_model.base_name("not_mangled"), "not_mangled")
 
     def test_loops(self):
         fn = sass("S2R R0, SR_TID.X", "LDS R1, [R0]", "BAR.SYNC.DEFER_BLOCKING 0x0", "@P0 BRA 0x10",

@@ -7,7 +7,7 @@ source and CI can tell when the compiler's code no longer matches them.
 
 The counts belong to one compiler: a build by another nvcc release, or one without sm_90 code,
 is reported as not comparable (exit 0, one SKIP line), never as a match. Needs cuobjdump
-(grader/technique.py's lookup)."""
+(tooling/checks/sass.py's lookup, which the grader's technique check shares)."""
 import argparse
 import functools
 import glob
@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 
-from grader import technique
+from tooling.checks import sass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COUNTS = os.path.join(ROOT, "results", "sass_counts_sm90.txt")
@@ -28,7 +28,7 @@ FADD = re.compile(r"FADD(\.|$)")
 def stage_functions(build, sid, cuobjdump):
     """The sm_90 functions of stage `sid`'s objects in BUILD."""
     objects = glob.glob(os.path.join(build, "CMakeFiles", f"stage_{sid}.dir", "stages", "*", "*.cu.o"))
-    return tuple(f for f in technique.disassemble(cuobjdump, objects) if f.arch == ARCH)
+    return tuple(f for f in sass.disassemble(cuobjdump, objects) if f.arch == ARCH)
 
 
 def function(functions, name):
@@ -40,22 +40,22 @@ def function(functions, name):
 
 def inner_ffma_loop(fn):
     """The innermost loop with the most FFMA: the tile's compute loop."""
-    loops = technique.ffma_loops(fn)
+    loops = sass.ffma_loops(fn)
     if not loops:
         raise SystemExit(f"error: {fn.short} has no innermost loop with FFMA")
-    return max(loops, key=lambda l: l.count(technique.FFMA))
+    return max(loops, key=lambda l: l.count(sass.FFMA))
 
 
 def wide_loads_before_first_add(fn):
     """In the first innermost loop that loads 16 bytes at a time, the LDG.128s issued before its
     first FADD: the loads a thread has in flight before it waits on one."""
     for loop in fn.loops:
-        if loop.innermost and loop.has(technique.LDG128):
+        if loop.innermost and loop.has(sass.LDG128):
             n = 0
             for ins in loop.body:
                 if FADD.match(ins.op):
                     return n
-                n += bool(technique.LDG128.match(ins.op))
+                n += bool(sass.LDG128.match(ins.op))
     raise SystemExit(f"error: {fn.short} has no innermost loop of 128-bit loads")
 
 
@@ -67,8 +67,8 @@ def compute(build, cuobjdump):
         fn = function(stage_functions(build, sid, cuobjdump), f"{name}ILi3EEEvNS0_9TiledArgsE")
         loop = inner_ffma_loop(fn)
         key = f"{sid}.{name}<3>.inner_loop"
-        out += [(f"{key}.instructions", len(loop.body)), (f"{key}.FFMA", loop.count(technique.FFMA)),
-                (f"{key}.LDS", loop.count(technique.LDS))]
+        out += [(f"{key}.instructions", len(loop.body)), (f"{key}.FFMA", loop.count(sass.FFMA)),
+                (f"{key}.LDS", loop.count(sass.LDS))]
     for sid, name in (("12", "plane_chunk_sums"), ("13", "pool_before_conv_fused")):
         fn = function(stage_functions(build, sid, cuobjdump), name)
         out.append((f"{sid}.{name}.wide_loads_before_first_fadd", wide_loads_before_first_add(fn)))
@@ -106,7 +106,7 @@ def main(argv=None):
     ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
     ap.add_argument("--check", action="store_true", help="compare with the committed file instead of writing it")
     a = ap.parse_args(argv)
-    cuobjdump = technique.find_cuobjdump()
+    cuobjdump = sass.find_cuobjdump()
     if not cuobjdump:
         print("error: cuobjdump not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP)",
               file=sys.stderr)
