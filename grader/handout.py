@@ -39,7 +39,8 @@ SHIP = [
     "scripts/check_sass.sh", "scripts/install_deps.sh", "scripts/sanitize.sh", "scripts/test.sh",
     "grader/*.py", "grader/*.c", "grader/CMakeLists.txt", "grader/*.cu", "grader/*.cuh", "grader/rungs.json",
     "tooling/__init__.py", "tooling/checks/__init__.py", "tooling/checks/check_program.py",
-    "tooling/checks/compare_common.py",  # the grader's imports (problem lists; the output-size formula)
+    "tooling/checks/compare_common.py", "tooling/checks/sass.py",  # the grader's imports (problem lists;
+    # the output-size formula; the SASS model of the technique check)
     "grader/public.problems", "grader/practice.problems",
     "docs/problem.md", "docs/measuring.md", "docs/mistakes.md", "docs/reading-profiles.md", "docs/img/*",
     "docs/students.md", "notebooks/colab_student.ipynb",

@@ -210,6 +210,13 @@ class HandoutTest(HandoutCase):
         shutil.copytree(self.out, dst)
         return dst
 
+    def test_the_grader_imports_in_the_handout(self):
+        """Every module the student's grade command loads ships: the grader's packages import
+        from the handout alone (not from this tree)."""
+        p = subprocess.run([sys.executable, "-c", "import grader.grade, grader.technique, grader.integrity, grader.track"],
+                           cwd=self.out, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=""))
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_manifest(self):
         m = json.loads(self.read(handout.MANIFEST))
         self.assertEqual((m["rungs"], m["chosen"]), (["03", "04"], ["03", "04"]))
