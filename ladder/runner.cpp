@@ -170,9 +170,11 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   for (const StageDescriptor* s : stages) (s->is_gpu() ? wants_gpu : any_cpu) = true;
   const bool gpu_here = wants_gpu && cuda_device_available(&report.gpu_skip_reason);
   if (!wants_gpu) report.gpu_skip_reason = "not used: no GPU stage selected";
-  // Nothing here could use the inputs (every stage needs the GPU this machine lacks, and no
-  // file was asked for): say so now, not after generating gigabytes of inputs and their oracle.
-  if (wants_gpu && !gpu_here && !any_cpu && opt.dump_dir.empty() && opt.json_path.empty()) {
+  // Nothing here could use the inputs (every stage needs the GPU this machine lacks, no file
+  // was asked for, none given to check): say so now, not after generating gigabytes of inputs
+  // and their oracle.
+  if (wants_gpu && !gpu_here && !any_cpu && opt.dump_dir.empty() && opt.json_path.empty() &&
+      opt.inputs_dir.empty()) {
     note(opt, "no CUDA device (" + report.gpu_skip_reason + "): GPU stages are skipped, no inputs generated");
     for (const StageDescriptor* s : stages) {
       StageReport r = stage_report_of(*s);
