@@ -152,7 +152,9 @@ def hold_work(work):
     --work each. Held until the process exits, so a self-test's gradings in one process go on."""
     if work in _HELD_WORK:
         return
-    f = open(os.path.join(work, ".grading.lock"), "a")
+    path = os.path.join(work, ".grading.lock")  # the grader's alone: no student process may hold it
+    f = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")
+    os.fchmod(f.fileno(), 0o600)
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -645,6 +645,7 @@ class GradeTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             grade.hold_work(tmp)
             grade.hold_work(tmp)  # the self-test's gradings, one process: no deadlock
+            self.assertEqual(os.stat(os.path.join(tmp, ".grading.lock")).st_mode & 0o777, 0o600)
             second = subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, {ROOT!r}); "
                                        f"from grader import grade; grade.hold_work({tmp!r}); print('got it')"],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
