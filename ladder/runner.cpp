@@ -170,6 +170,9 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   for (const StageDescriptor* s : stages) (s->is_gpu() ? wants_gpu : any_cpu) = true;
   const bool gpu_here = wants_gpu && cuda_device_available(&report.gpu_skip_reason);
   if (!wants_gpu) report.gpu_skip_reason = "not used: no GPU stage selected";
+  auto no_gpu_note = [&](const StageDescriptor& s) {
+    return "skipped: no CUDA device (" + report.gpu_skip_reason + ")" + stub_note(s);
+  };
   // Nothing here could use the inputs (every stage needs the GPU this machine lacks, no file
   // was asked for, none given to check): say so now, not after generating gigabytes of inputs
   // and their oracle.
@@ -178,7 +181,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     note(opt, "no CUDA device (" + report.gpu_skip_reason + "): GPU stages are skipped, no inputs generated");
     for (const StageDescriptor* s : stages) {
       StageReport r = stage_report_of(*s);
-      r.note = "skipped: no CUDA device (" + report.gpu_skip_reason + ")" + stub_note(*s);
+      r.note = no_gpu_note(*s);
       report.stages.push_back(std::move(r));
     }
     return report;
@@ -259,7 +262,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     std::optional<GpuTiming> second_run;  // --refill-check: the run on the refilled buffers
     try {
       if (s.is_gpu() && !gpu) {
-        r.note = "skipped: no CUDA device (" + report.gpu_skip_reason + ")" + stub_note(s);
+        r.note = no_gpu_note(s);
       } else if (s.is_gpu() && !report.cuda_context_lost.empty()) {
         r.note = "not run: " + report.cuda_context_lost;
       } else if (!s.is_gpu() && p.conv_macs() > opt.cpu_max_macs && !opt.force_cpu) {
