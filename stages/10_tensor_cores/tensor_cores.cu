@@ -18,7 +18,7 @@
 //  - finish:    partials summed in a fixed order, mean, conv bias, log-sum-exp
 //               (lib/fused_partials.cuh).
 // TF32 keeps 10 of FP32's 23 mantissa bits, so the stage is held to the TF32 bound
-// (common/model/tolerance.hpp); stage 11 recovers FP32 accuracy on the same tensor cores.
+// (common/model/tolerance.hpp); stage 11 gets back to the FP32 bound on the same tensor cores.
 // This file holds the stage's kernels; the tile they share with the next rung is lib/mma_tile.cuh
 // and the host half (plan, workspace, launches) lib/mma_tile_host.cuh.
 #include <algorithm>

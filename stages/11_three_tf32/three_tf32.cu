@@ -1,4 +1,4 @@
-// Stage 11: 3xTF32, FP32 accuracy on tensor cores. Stage 10's kernel, with each operand split
+// Stage 11: 3xTF32, held to the FP32 bound on tensor cores. Stage 10's kernel, with each operand split
 // instead of rounded:
 //  - conv+pool: every A and B value v becomes big = tf32(v) plus small = tf32(v - big), which
 //               carries the bits TF32 dropped, and each mma becomes three, small*big +
@@ -261,7 +261,7 @@ std::string device_note() { return mma_tile_device_note("3xTF32 mma"); }
 
 LADDER_REGISTER_STAGE(d) {
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
-  d.idea = "3xTF32: each operand split into two TF32 parts, three mma, FP32 accuracy";
+  d.idea = "3xTF32: each operand split into two TF32 parts, three mma, held to the FP32 bound";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
   d.shared_memory_bytes = shared_memory_bytes;

@@ -1,4 +1,4 @@
-// Stage 16: 3xTF32 on wgmma, FP32 accuracy on Hopper's fastest tensor-core path. Stage 15's
+// Stage 16: 3xTF32 on wgmma, held to the FP32 bound on Hopper's fastest tensor-core path. Stage 15's
 // kernel, with each operand split instead of rounded, as stage 11 did to stage 10:
 //  - conv+pool: every x and weight value v becomes big = tf32(v) plus small = tf32(v - big), the
 //               bits TF32 drops. Both parts sit side by side in shared memory, each in stage 15's
@@ -305,7 +305,7 @@ namespace ladder {
 
 LADDER_REGISTER_STAGE(d) {
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
-  d.idea = "3xTF32 on wgmma: big and small TF32 parts of each operand, three wgmma, FP32 accuracy";
+  d.idea = "3xTF32 on wgmma: big and small TF32 parts of each operand, three wgmma, held to the FP32 bound";
   d.workspace_bytes = wgmma_workspace_bytes;
   d.run_gpu = run_wgmma;
   d.shared_memory_bytes = wgmma_shared_memory_bytes;
