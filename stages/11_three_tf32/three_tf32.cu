@@ -261,7 +261,7 @@ std::string device_note() { return mma_tile_device_note("3xTF32 mma"); }
 
 LADDER_REGISTER_STAGE(d) {
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
-  d.idea = "3xTF32: each operand split into two TF32 parts, three mma, held to the FP32 bound";
+  d.idea = "3xTF32: each operand split into two TF32 parts, three mma, FP32 accuracy";
   d.workspace_bytes = workspace_bytes;
   d.run_gpu = run;
   d.shared_memory_bytes = shared_memory_bytes;

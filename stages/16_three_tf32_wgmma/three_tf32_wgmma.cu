@@ -305,7 +305,7 @@ namespace ladder {
 
 LADDER_REGISTER_STAGE(d) {
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
-  d.idea = "3xTF32 on wgmma: big and small TF32 parts of each operand, three wgmma, held to the FP32 bound";
+  d.idea = "3xTF32 on wgmma: big and small TF32 parts of each operand, three wgmma, FP32 accuracy";
   d.workspace_bytes = wgmma_workspace_bytes;
   d.run_gpu = run_wgmma;
   d.shared_memory_bytes = wgmma_shared_memory_bytes;
