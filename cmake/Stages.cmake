@@ -109,6 +109,29 @@ function(ladder_stage_cuda_architectures id out)
   set(${out} ${archs} PARENT_SCOPE)
 endfunction()
 
+# ladder_stage_fallback(<id> <out>): the stage's fallback build, from its rung.json's "build":
+# {"fallback": {"macro": M, "suffix": S, "what": W}}: compiled with the macro M, the stage takes
+# the path an older GPU takes (tests/CMakeLists.txt builds stage_<id>_<S> and tests it against
+# the oracle; W says which path). <out> is the list "M;S;W", empty for a stage without one.
+function(ladder_stage_fallback id out)
+  set(result)
+  set(meta ${PROJECT_SOURCE_DIR}/stages/${LADDER_STAGE_FOLDER_${id}}/rung.json)
+  if(EXISTS ${meta})
+    file(READ ${meta} json)
+    string(JSON fallback ERROR_VARIABLE no_key GET "${json}" build fallback)
+    if(NOT no_key)
+      foreach(key macro suffix what)
+        string(JSON value ERROR_VARIABLE bad GET "${fallback}" ${key})
+        if(bad OR value STREQUAL "")
+          message(FATAL_ERROR "${meta}: \"build\": {\"fallback\": ...} needs \"macro\", \"suffix\" and \"what\" (${key}: ${bad})")
+        endif()
+        list(APPEND result "${value}")
+      endforeach()
+    endif()
+  endif()
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
 include(${CMAKE_CURRENT_LIST_DIR}/WriteIfChanged.cmake)  # ladder_write_if_changed
 
 # ladder_write_stage_list(<path>): the stage list (format at the top of this file).
