@@ -91,43 +91,54 @@ function(ladder_stage_definitions id out)
              "LADDER_STAGE_SYMBOL=stage_${id}_descriptor" PARENT_SCOPE)
 endfunction()
 
-# ladder_stage_cuda_architectures(<id> <out>): the CUDA architectures to compile stage <id> for.
-# CMAKE_CUDA_ARCHITECTURES, except that a stage whose rung.json says "build": {"sm_90a": true}
-# (Hopper-only instructions such as wgmma, which exist only in sm_90a code) gets 90a in place of
-# every 90 (90-real -> 90a-real, ...). Stages/NN_name/rung.json is read at configure time.
-function(ladder_stage_cuda_architectures id out)
-  set(archs ${CMAKE_CUDA_ARCHITECTURES})
+# ladder_stage_build_setting(<id> <key> <out>): the value of "build": {"<key>": ...} in stage
+# <id>'s rung.json (JSON text for an object), empty where the file or the key is absent. The file
+# is read at configure time, and a change to it reconfigures.
+function(ladder_stage_build_setting id key out)
+  set(value)
   set(meta ${PROJECT_SOURCE_DIR}/stages/${LADDER_STAGE_FOLDER_${id}}/rung.json)
   if(EXISTS ${meta})
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${meta})
     file(READ ${meta} json)
-    string(JSON sm90a ERROR_VARIABLE no_key GET "${json}" build sm_90a)
-    if(NOT no_key AND sm90a)
-      list(TRANSFORM archs REPLACE "^90($|-)" "90a\\1")
+    string(JSON value ERROR_VARIABLE no_key GET "${json}" build ${key})
+    if(no_key)
+      set(value)
     endif()
+  endif()
+  set(${out} "${value}" PARENT_SCOPE)
+endfunction()
+
+# ladder_stage_cuda_architectures(<id> <out>): the CUDA architectures to compile stage <id> for.
+# CMAKE_CUDA_ARCHITECTURES, except that a stage whose rung.json says "build": {"sm_90a": true}
+# (Hopper-only instructions such as wgmma, which exist only in sm_90a code) gets 90a in place of
+# every 90 (90-real -> 90a-real, ...).
+function(ladder_stage_cuda_architectures id out)
+  set(archs ${CMAKE_CUDA_ARCHITECTURES})
+  ladder_stage_build_setting(${id} sm_90a sm90a)
+  if(sm90a)
+    list(TRANSFORM archs REPLACE "^90($|-)" "90a\\1")
   endif()
   set(${out} ${archs} PARENT_SCOPE)
 endfunction()
 
 # ladder_stage_fallback(<id> <out>): the stage's fallback build, from its rung.json's "build":
-# {"fallback": {"macro": M, "suffix": S, "what": W}}: compiled with the macro M, the stage takes
-# the path an older GPU takes (tests/CMakeLists.txt builds stage_<id>_<S> and tests it against
-# the oracle; W says which path). <out> is the list "M;S;W", empty for a stage without one.
+# {"fallback": {"macro": "LADDER_NO_X", "what": W}}: compiled with LADDER_NO_X, the stage takes
+# the path an older GPU takes; tests/CMakeLists.txt builds it as stage_<id>_without_x and tests
+# it against the oracle, W saying which path. <out> is the list "LADDER_NO_X;without_x;W", empty
+# for a stage without one.
 function(ladder_stage_fallback id out)
   set(result)
-  set(meta ${PROJECT_SOURCE_DIR}/stages/${LADDER_STAGE_FOLDER_${id}}/rung.json)
-  if(EXISTS ${meta})
-    file(READ ${meta} json)
-    string(JSON fallback ERROR_VARIABLE no_key GET "${json}" build fallback)
-    if(NOT no_key)
-      foreach(key macro suffix what)
-        string(JSON value ERROR_VARIABLE bad GET "${fallback}" ${key})
-        if(bad OR value STREQUAL "")
-          message(FATAL_ERROR "${meta}: \"build\": {\"fallback\": ...} needs \"macro\", \"suffix\" and \"what\" (${key}: ${bad})")
-        endif()
-        list(APPEND result "${value}")
-      endforeach()
+  ladder_stage_build_setting(${id} fallback fallback)
+  if(fallback)
+    string(JSON macro ERROR_VARIABLE bad_macro GET "${fallback}" macro)
+    string(JSON what ERROR_VARIABLE bad_what GET "${fallback}" what)
+    if(bad_macro OR bad_what OR NOT macro MATCHES "^LADDER_NO_[A-Z0-9_]+$" OR what STREQUAL "")
+      message(FATAL_ERROR "stages/${LADDER_STAGE_FOLDER_${id}}/rung.json: \"build\": {\"fallback\": ...} needs "
+                          "\"macro\" (LADDER_NO_...) and \"what\" (the path it takes)")
     endif()
+    string(REGEX REPLACE "^LADDER_NO_" "without_" suffix "${macro}")
+    string(TOLOWER "${suffix}" suffix)
+    set(result "${macro}" "${suffix}" "${what}")
   endif()
   set(${out} "${result}" PARENT_SCOPE)
 endfunction()

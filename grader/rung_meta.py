@@ -11,8 +11,8 @@ beside its NN_name.cu. Its keys:
              "timing" and, for a TF32 rung, "precision" (a track rung: its "timing" args);
   "build"    how CMake compiles the stage (cmake/Stages.cmake): {"sm_90a": true} builds sm_90a
              in place of sm_90, for Hopper-only instructions (wgmma); "fallback": {"macro",
-             "suffix", "what"} is the build that takes an older GPU's path, which the tests
-             build and check (tests/CMakeLists.txt).
+             "what"} is the build that takes an older GPU's path (compiled with the macro,
+             LADDER_NO_...), which the tests build and check (tests/CMakeLists.txt).
 
 The file belongs to the instructor's tree: a handout ships it with the stage's folder, and a
 grading reads the grader's own copy, never the submission's.

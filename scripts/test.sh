@@ -18,7 +18,7 @@ skipped=$(grep -c '\*\*\*Skipped' "$log" || true)
 total=$(grep -oE 'tests (passed|failed) out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -n 1 || true)
 rm -f "$log"
 if [ "${skipped:-0}" -gt 0 ]; then
-  why="they do not apply here: a GPU test of a stage that is not deterministic, a tool missing; listed above"
+  why="not applicable here; ctest lists each above"
   nvidia-smi -L >/dev/null 2>&1 || why="no CUDA device"
   echo "test.sh: ${skipped} of ${total:-?} tests skipped (${why}); the percentage above counts them as passed"
 fi
