@@ -1,8 +1,12 @@
 # The include layers of the C++ tree, checked (CTest: include_layers_hold):
 #   common/toolkit/  includes only itself (and system headers): it knows no problem;
 #   common/model/    includes the toolkit and itself;
-#   ladder/          includes common/ and itself, never a stage folder (the registry is generated);
-#   tracks/<t>/      never include a stage folder, problem 42's model or another track;
+#   harness/         includes the toolkit and itself: timing, phase marks, the L2 flush, the
+#                    floor and the provenance report serve every ladder, so it knows no problem;
+#   ladder/          includes common/, harness/ and itself, never a stage folder (the registry is
+#                    generated);
+#   tracks/<t>/      include the toolkit, harness/, tracks/shared/ and their own folder: never a
+#                    stage folder, problem 42's model, ladder/ or another track;
 #   tracks/shared/   what the tracks share: includes the toolkit and itself, no track.
 # An include is matched by its file name against the files of the folders it may not reach.
 # Run: cmake -DROOT=<repo> -P cmake/CheckLayers.cmake   (fails naming every offending line)
@@ -45,9 +49,12 @@ endfunction()
 set(a_stage "(^|/)[0-9][0-9]_[A-Za-z0-9_]+/")
 names_in(model common/model/*)
 names_in(ladder ladder/*)
+names_in(harness harness/*)
 names_in(stage_lib stages/lib/*)
-check(common/toolkit "${model};${ladder};${stage_lib}" "${a_stage}" "common/toolkit may not include it")
-check(common/model "${ladder};${stage_lib}" "${a_stage}" "common/model may not include it")
+check(common/toolkit "${model};${ladder};${harness};${stage_lib}" "${a_stage}" "common/toolkit may not include it")
+check(common/model "${ladder};${harness};${stage_lib}" "${a_stage}" "common/model may not include it")
+check(harness "${model};${ladder};${stage_lib}" "${a_stage}|^common/model/|^ladder/|^tracks/"
+      "harness/ stands on the toolkit alone")
 check(ladder "${stage_lib}" "${a_stage}" "ladder may not include it")
 # A track's own problem.hpp and oracle.hpp share names with the model's: a track reaches the model
 # only through "common/model/..." (its include path has the repository root, not the model).
@@ -60,6 +67,19 @@ foreach(dir IN LISTS track_dirs)
   if(IS_DIRECTORY ${dir})
     get_filename_component(track ${dir} NAME)
     check(tracks/${track} "" "(^|/)p[0-9]+_[A-Za-z0-9_]+/" "a track may not include another track: share through tracks/shared/")
+    # A bare name of problem 42's model or of ladder/ (conv_params.hpp, gpu_session.hpp), unless
+    # the track or tracks/shared has a file of that name (its own problem.hpp), which it reaches.
+    file(GLOB_RECURSE own_files ${dir}/* ${ROOT}/tracks/shared/*)
+    set(own ${harness})
+    foreach(f IN LISTS own_files)
+      get_filename_component(n ${f} NAME)
+      list(APPEND own ${n})
+    endforeach()
+    set(foreign ${model} ${ladder})
+    if(foreign AND own)
+      list(REMOVE_ITEM foreign ${own})
+    endif()
+    check(tracks/${track} "${foreign}" "^ladder/" "a track stands on harness/, not on problem 42's model or ladder/")
   endif()
 endforeach()
 

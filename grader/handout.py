@@ -32,7 +32,8 @@ SHIP = [
     ".gitignore", "CMakeLists.txt", "LICENSE",
     "cmake/CheckDriver.cmake", "cmake/CudaArchitectures.cmake", "cmake/GitStamp.cmake",
     "cmake/Sanitize.cmake", "cmake/Stages.cmake", "cmake/WriteIfChanged.cmake",
-    "common/*.cpp", "common/*.hpp", "common/*.cuh", "ladder/*.cpp", "ladder/*.hpp", "ladder/*.cu", "ladder/*.cuh",
+    "common/*.cpp", "common/*.hpp", "common/*.cuh", "harness/*.cpp", "harness/*.hpp", "harness/*.cu",
+    "harness/*.cuh", "ladder/*.cpp", "ladder/*.hpp", "ladder/*.cu", "ladder/*.cuh",
     "tests/CMakeLists.txt", "tests/*.cpp", "tests/*.hpp", "tests/sticky/*",
     "tests/mutants/sanitizer.problems",
     "scripts/assignment.py", "scripts/check_program.py", "scripts/check_rung_includes.sh",
@@ -460,7 +461,7 @@ def solution_lines(root, owners, shipped=None):
     also_stubbed = dependency_owners(root, owners, shipped)
     candidates, given, earlier = {}, set(), []  # earlier: (track, number, lines outside regions)
     complete = {}  # form: the owner sets of the shipped, unstubbed regions that hold it
-    shared = ["common/", "ladder/", "stages/lib/"]
+    shared = ["common/", "harness/", "ladder/", "stages/lib/"]
     folders = track_folders(root)
     mine = sorted({o.split("-")[0] for o in owners if is_track_rung(o)})
     shared += [f"tracks/{folders[t]}/" for t in mine + needed_tracks(root, mine) if t in folders]

@@ -1,4 +1,5 @@
 #include "gpu_session.hpp"
+#include "event_marks.hpp"     // EventMarks
 #include "streaming_read.cuh"  // the floor kernel and its tuned launch
 
 #include <algorithm>
@@ -26,50 +27,6 @@ __global__ void fill_segment_offsets(int64_t* offsets, int64_t segments, int64_t
   if (i <= segments) offsets[i] = i * plane_size;
 }
 
-/// Records one event per marked phase into a reusable pool. Call reserve() before the first
-/// timed repetition: creating an event (or growing a vector) between two marks is host work
-/// inside the timed region.
-class EventMarks : public PhaseMarks {
- public:
-  explicit EventMarks(cudaStream_t s) : stream_(s) {}
-  ~EventMarks() override {
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
-  }
-  void reserve(size_t marks) {
-    phases_.reserve(marks);
-    while (events_.size() < marks + 1) {
-      cudaEvent_t e;
-      CUDA_CHECK(cudaEventCreate(&e));
-      events_.push_back(e);
-    }
-  }
-  void begin(Phase phase) override { record(); phases_.push_back(phase); }
-  void record() {
-    const size_t i = used();
-    if (i == events_.size()) {
-      cudaEvent_t e;
-      CUDA_CHECK(cudaEventCreate(&e));
-      events_.push_back(e);
-    }
-    CUDA_CHECK(cudaEventRecord(events_[i], stream_));
-    ++recorded_;
-  }
-  size_t used() const { return recorded_; }
-  void start_rep() { phases_.clear(); recorded_ = 0; }
-  const std::vector<Phase>& phases() const { return phases_; }
-  float elapsed(size_t from, size_t to) const {
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, events_[from], events_[to]));
-    return ms;
-  }
-
- private:
-  cudaStream_t stream_;
-  std::vector<cudaEvent_t> events_;
-  std::vector<Phase> phases_;
-  size_t recorded_ = 0;
-};
-
 std::vector<double> to_host(const DeviceBuffer<float>& d) {
   std::vector<float> h(d.size());
   CUDA_CHECK(cudaMemcpy(h.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
@@ -83,24 +40,6 @@ DeviceBuffer<float> upload(const std::vector<float>& h, const std::string& what)
 }
 
 }  // namespace
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-Spread spread_of(std::vector<double> v) {
-  if (v.empty()) return {};
-  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  return {*lo, median(v), *hi};
-}
-
-std::string nvcc_version() {
-  return std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__) + "." +
-         std::to_string(__CUDACC_VER_BUILD__);
-}
 
 GpuSession::GpuSession(const Problem& p, const HostInputs& in)
     : problem_(p),
@@ -127,27 +66,6 @@ GpuSession::GpuSession(const Problem& p)
   init_timing();
 }
 
-L2Flush::L2Flush() {
-  int dev = 0, l2 = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-  // Writing twice the L2 size evicts whatever a previous repetition left there.
-  buffer_ = DeviceBuffer<unsigned char>(size_t(2) * size_t(l2), "L2 flush buffer");
-  // Planned once (occupancy queries are host calls), enqueued by every flush.
-  const int64_t n = int64_t(buffer_.bytes() / sizeof(float));
-  const StreamingReadLaunch read = plan_streaming_read(n);
-  float* data = reinterpret_cast<float*>(buffer_.get());
-  read_ = [read, n, data](cudaStream_t stream) { read(data, n, data, stream); };
-}
-
-void L2Flush::operator()(cudaStream_t stream) const {
-  CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, buffer_.bytes(), stream));
-  // The memset leaves L2 full of dirty lines; their write-back would otherwise overlap the next
-  // timed kernel (measured: the floor read 4,412-4,418 GB/s after a memset alone, 4,561-4,567
-  // GB/s after this read; results/floor_sweep_h200.txt). Reading the buffer back leaves clean lines.
-  read_(stream);
-}
-
 void GpuSession::init_timing() {
   l2_flush_ = std::make_unique<L2Flush>();
   CUDA_CHECK(cudaStreamCreate(&stream_));
@@ -172,15 +90,15 @@ double GpuSession::time_streaming_read(const float* data, int64_t n, int warmup,
 
 double GpuSession::time_launch(int warmup, int reps, bool flush, const std::function<void()>& launch) {
   last_launch_spread_ = {};
-  EventMarks marks(stream_);
-  marks.reserve(1);
+  EventMarks<PhaseMarks, Phase> marks(stream_);
+  marks.reserve(2);
   std::vector<double> times;
   for (int r = 0; r < warmup + reps; ++r) {
     if (flush) flush_l2();
-    marks.start_rep();
-    marks.record();
+    marks.reset();
+    marks.mark();
     launch();
-    marks.record();
+    marks.mark();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (r >= warmup) times.push_back(marks.elapsed(0, 1));
   }
@@ -252,8 +170,8 @@ DeviceBuffer<unsigned char> GpuSession::prepare_stage(const StageDescriptor& sta
 
 GpuTiming GpuSession::time_marked(const std::string& what, int warmup, int reps, bool flush,
                                   const Progress& progress, const std::function<void(PhaseMarks&)>& run) {
-  EventMarks marks(stream_);
-  marks.reserve(8);  // more phases than any stage marks; a stage that marks more still works
+  EventMarks<PhaseMarks, Phase> marks(stream_);
+  marks.reserve(9);  // more phases than any stage marks, and the end; a stage that marks more still works
   std::vector<std::vector<double>> phase_times;
   std::vector<double> totals;
   std::vector<Phase> phases;
@@ -262,9 +180,9 @@ GpuTiming GpuSession::time_marked(const std::string& what, int warmup, int reps,
     CUDA_CHECK(cudaMemsetAsync(pooled_.get(), 0xFF, pooled_.bytes(), stream_));
     CUDA_CHECK(cudaMemsetAsync(y_.get(), 0xFF, y_.bytes(), stream_));
     if (flush) flush_l2();
-    marks.start_rep();
+    marks.reset();
     run(marks);
-    marks.record();
+    marks.mark();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (marks.phases().empty()) throw std::logic_error(what + " marked no phase (call marks.begin)");
     if (r < warmup) continue;

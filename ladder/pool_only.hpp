@@ -82,7 +82,7 @@ struct PoolOnlyReport {
   int host_threads = 0;     ///< OpenMP threads that generated the tensor
   double generate_s = 0;    ///< wall time: tensor and fp64 reference (one pass)
   double upload_s = 0;      ///< wall time: host to device copy
-  Spread floor_ms;          ///< streaming read of the tensor (ladder/streaming_read.cuh)
+  Spread floor_ms;          ///< streaming read of the tensor (harness/streaming_read.cuh)
   bool cub_ran = false;
   Spread cub_ms;            ///< cub::DeviceSegmentedReduce::Sum over the tensor; all 0 if not run
   std::string cub_note;     ///< why the CUB baseline did not run

@@ -2,7 +2,7 @@
 # The ladder must build with CUDA 12.0 as well as 13.x (Colab's T4 driver runs CUDA 12.x only).
 # No CUDA 12 nvcc can be installed from PyPI, so this checks what can be checked without one,
 # against CUDA 12.0's runtime headers (PyPI's nvidia-cuda-runtime-cu12 12.0 wheel):
-#   1. every host source of common/ and ladder/ (.cpp) compiles against them;
+#   1. every host source of common/, harness/ and ladder/ (.cpp) compiles against them;
 #   2. every CUDA runtime name (cuda[A-Z]...) used anywhere in the C++/CUDA sources is declared
 #      in them: a function, type or enum that CUDA 13 added fails here, naming the file.
 # Device code (.cu kernels) is compiled by CI with the installed nvcc only.
@@ -33,8 +33,8 @@ echo '#define LADDER_BUILD_GIT_COMMIT "check"' >>"$gen/ladder_git_stamp.hpp"
 echo '#define LADDER_BUILD_GIT_DIRTY "0"' >>"$gen/ladder_git_stamp.hpp"
 
 echo "== 1. host sources against CUDA 12.0's headers"
-for f in $(git ls-files 'common/*/*.cpp' 'ladder/*.cpp'); do
-  if g++ -std=c++17 -fsyntax-only -fopenmp -isystem "$inc" -Icommon/toolkit -Icommon/model -Iladder -I"$gen" "$f" 2>"$gen/err"; then
+for f in $(git ls-files 'common/*/*.cpp' 'harness/*.cpp' 'ladder/*.cpp'); do
+  if g++ -std=c++17 -fsyntax-only -fopenmp -isystem "$inc" -Icommon/toolkit -Icommon/model -Iharness -Iladder -I"$gen" "$f" 2>"$gen/err"; then
     echo "PASS: $f"
   else
     echo "FAIL: $f does not compile against CUDA 12.0's headers:"; head -5 "$gen/err"

@@ -528,10 +528,10 @@ def find_tool(name, env):
 
 
 def variant_tree(v, tmp):
-    """A copy of stages/ and tracks/ under tmp with v's edits made (common/ and ladder/ linked)."""
+    """A copy of stages/ and tracks/ under tmp with v's edits made (common/, harness/ and ladder/ linked)."""
     for d in ("stages", "tracks"):
         shutil.copytree(os.path.join(ROOT, d), os.path.join(tmp, d))
-    for d in ("common", "ladder"):
+    for d in ("common", "harness", "ladder"):
         os.symlink(os.path.join(ROOT, d), os.path.join(tmp, d))
     for path, orig, repl in v.edits:
         with open(os.path.join(tmp, path), encoding="utf-8") as f:

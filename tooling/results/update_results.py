@@ -230,7 +230,7 @@ def floor_notes(run: lr.LadderRun) -> list:
         if m.get("dram__throughput.avg.pct_of_peak_sustained_elapsed") is not None:
             parts.append("dram__throughput.avg.pct_of_peak_sustained_elapsed "
                          f"{m['dram__throughput.avg.pct_of_peak_sustained_elapsed']:.1f}%")
-        notes.append(f"Nsight Compute on the streaming read of ladder/streaming_read.cuh over the same bytes, in "
+        notes.append(f"Nsight Compute on the streaming read of harness/streaming_read.cuh over the same bytes, in "
                      f"its own run ({rel(ncu.path)}, launch {ncu.config.split(':')[0]}; ncu flushes and "
                      "invalidates the caches before each launch, so no dirty line is written back during it; "
                      "median of the profiled launches): " + ", ".join(parts) + ".")

@@ -6,7 +6,7 @@
 
 #include "shared/cli.hpp"
 #include "rung_lookup.hpp"  // common/toolkit/
-#include "provenance_report.hpp"  // ladder/
+#include "provenance_report.hpp"  // harness/
 #include "runner.hpp"
 
 namespace p38 = ladder::p38;

@@ -1,12 +1,14 @@
-// Phase timing shared by the tracks' runners: a rung calls marks->begin("phase") before a phase's
-// first launch, and EventMarks records a CUDA event there; time_phases times whole repetitions
-// with CUDA events and each phase from its event to the next one (or to the end of the run).
+// Phase timing shared by the ladder and the tracks' runners: a rung calls marks.begin(phase)
+// before a phase's first launch, and EventMarks records a CUDA event there; time_phases (the
+// tracks) times whole repetitions with CUDA events and each phase from its event to the next one
+// (or to the end of the run).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -15,34 +17,62 @@
 
 namespace ladder {
 
-/// Records a CUDA event on `stream` at every mark; events are created once and reused by later
-/// repetitions (reset() between them). Base: a track's PhaseMarks interface (virtual
-/// begin(const char*)). begin throws CudaError when an event cannot be created or recorded.
-template <class Base>
+/// Records a CUDA event on `stream` at every mark, in a pool of events created once and reused by
+/// later repetitions (reset() between them). A phase starts at begin(phase); mark() records an
+/// unnamed event, the end of the last phase. Base: the PhaseMarks interface of the program, with
+/// a virtual begin(Key): the ladder's begin(Phase), a track's begin(const char*). Call reserve()
+/// before the first timed repetition: creating an event between two marks is host work inside
+/// the timed region. begin and mark throw CudaError when an event cannot be created or recorded.
+template <class Base, class Key>
 class EventMarks : public Base {
  public:
+  /// What phases() holds: a track's names as strings, the ladder's Phase as it is.
+  using Name = std::conditional_t<std::is_same_v<Key, const char*>, std::string, Key>;
   explicit EventMarks(cudaStream_t stream) : stream_(stream) {}
   ~EventMarks() override {
     for (cudaEvent_t e : pool_) cudaEventDestroy(e);  // no throw from a destructor
   }
   EventMarks(const EventMarks&) = delete;
   EventMarks& operator=(const EventMarks&) = delete;
-  void begin(const char* phase) override {
-    if (marks_.size() == pool_.size()) {
-      cudaEvent_t e;
-      CUDA_CHECK(cudaEventCreate(&e));
-      pool_.push_back(e);
-    }
-    CUDA_CHECK(cudaEventRecord(pool_[marks_.size()], stream_));
-    marks_.emplace_back(phase, pool_[marks_.size()]);
+  /// Creates events until the pool holds `marks`.
+  void reserve(size_t marks) {
+    while (pool_.size() < marks) pool_.push_back(create());
   }
-  void reset() { marks_.clear(); }
-  const std::vector<std::pair<std::string, cudaEvent_t>>& marks() const { return marks_; }
+  void begin(Key phase) override {
+    mark();
+    phases_.emplace_back(phase);
+  }
+  void mark() {
+    if (used_ == pool_.size()) pool_.push_back(create());
+    CUDA_CHECK(cudaEventRecord(pool_[used_], stream_));
+    ++used_;
+  }
+  void reset() {
+    phases_.clear();
+    used_ = 0;
+  }
+  /// The phases begun since reset(), in order; phase i starts at event i.
+  const std::vector<Name>& phases() const { return phases_; }
+  /// Events recorded since reset().
+  size_t marks() const { return used_; }
+  cudaEvent_t event(size_t i) const { return pool_[i]; }
+  /// ms from event `from` to event `to` (both recorded and complete).
+  float elapsed(size_t from, size_t to) const {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[from], pool_[to]));
+    return ms;
+  }
 
  private:
+  static cudaEvent_t create() {
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreate(&e));
+    return e;
+  }
   cudaStream_t stream_;
   std::vector<cudaEvent_t> pool_;
-  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+  std::vector<Name> phases_;
+  size_t used_ = 0;
 };
 
 /// Two events, destroyed with the object (also when a check throws). Throws CudaError.
@@ -72,7 +102,7 @@ template <class Base>
 Spread time_phases(const std::function<void(Base*)>& run, const std::function<void()>& before, int warmup, int reps,
                    const L2Flush* flush, cudaStream_t stream,
                    std::vector<std::pair<std::string, double>>* phase_ms = nullptr) {
-  EventMarks<Base> marks(stream);
+  EventMarks<Base, const char*> marks(stream);
   EventPair ev;
   for (int i = 0; i < warmup; ++i) {
     before();
@@ -91,10 +121,10 @@ Spread time_phases(const std::function<void(Base*)>& run, const std::function<vo
     float t = 0;
     CUDA_CHECK(cudaEventElapsedTime(&t, ev.start, ev.stop));
     total.push_back(t);
-    const auto& m = marks.marks();
+    const auto& m = marks.phases();
     for (size_t k = 0; k < m.size(); ++k) {
-      CUDA_CHECK(cudaEventElapsedTime(&t, m[k].second, k + 1 < m.size() ? m[k + 1].second : ev.stop));
-      if (phases.size() <= k) phases.emplace_back(m[k].first, std::vector<double>{});
+      CUDA_CHECK(cudaEventElapsedTime(&t, marks.event(k), k + 1 < m.size() ? marks.event(k + 1) : ev.stop));
+      if (phases.size() <= k) phases.emplace_back(m[k], std::vector<double>{});
       phases[k].second.push_back(t);
     }
   }

@@ -1,6 +1,5 @@
 // What any timed GPU program here shares, the ladder and the tracks: the spread of a set of
-// timings, the L2 flush before a timed launch and the compiler that built them (defined in
-// gpu_session.cu).
+// timings, the L2 flush before a timed launch and the compiler that built them (timing.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,7 +24,7 @@ Spread spread_of(std::vector<double> v);
 
 /// Empties L2 before a timed launch: a memset of a device buffer twice the L2's size, then a
 /// streaming read of that buffer, so that the next launch finds neither its own data nor dirty
-/// lines waiting to be written back in L2 (GpuSession flushes this way; so does grader/).
+/// lines waiting to be written back in L2 (the ladder's GpuSession and the tracks' runners flush this way; so does grader/).
 class L2Flush {
  public:
   /// Allocates the buffer for the current device's L2 (throws DeviceMemoryError) and plans its read.
