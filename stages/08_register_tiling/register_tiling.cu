@@ -23,6 +23,7 @@
 #include "lib/fused_partials.cuh"
 #include "lib/kernel_width.cuh"  // ceil_div, with_kernel_width
 #include "lib/register_stage.hpp"
+#include "lib/tiled_fp32_host.cuh"  // TiledFp32Host: the host half
 #include "todo.cuh"
 #include "lib/warp_reduce.cuh"
 
@@ -240,101 +241,26 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_register_tile(TiledArgs
 
 // ---- stage 08 kernels: end -----------------------------------------------------------------
 
-/// The launch plan of a problem: which kernel, how the work is split, how much shared memory.
-/// A pure function of the problem and the device's shared-memory limit, so workspace_bytes,
-/// prepare and run always agree.
-struct Plan {
-  bool fast = false;  ///< the tiled kernel; else conv_pool_general
-  int kernel_w = 0, ci_chunk = 0, patch_rows = 0, tiles_w = 0;
-  size_t smem_bytes = 0;
-  FusedGrid g{};
+/// What the host half (lib/tiled_fp32_host.cuh: plan, workspace, opt-in, launches) takes from
+/// this stage.
+struct RegisterTile {
+  using Args = TiledArgs;
+  static constexpr int threads = kThreads, tile_rows = kTileRows, tile_cols = kTileCols, pitch = kPitch,
+                       co_tile = kCoTile, buffers = kBuffers, max_kernel_w = kMaxKernelW,
+                       max_ci_chunk = kMaxCiChunk, smem_budget = kSmemBudget;
+  static constexpr int64_t target_blocks = kTargetBlocks;
+  static constexpr const char* name = "conv_pool_register_tile";
+  template <int KW>
+  static auto kernel() { return conv_pool_register_tile<KW>; }
 };
-
-Plan make_plan(const Problem& pr) {
-  pr.validate();
-  Plan q;
-  // The device's opt-in limit caps the budget: 64 KiB per block on sm_75 (T4), 99 KiB on sm_86
-  // and sm_89; fewer input channels per chunk fit there, and none at all means the general path.
-  const int64_t budget = std::min<int64_t>(kSmemBudget, int64_t(shared_memory_per_block_limit()));
-  const int64_t rows = kTileRows + (pr.kernel_size.h - 1) * pr.dilation.h;
-  const int64_t per_ci_bytes = int64_t(sizeof(float)) * (rows * kPitch + pr.kernel_size.h * pr.kernel_size.w * kCoTile);
-  q.fast = pr.stride.h == 1 && pr.stride.w == 1 && pr.dilation.w == 1 && pr.kernel_size.w <= kMaxKernelW &&
-           kBuffers * per_ci_bytes <= budget;
-  if (!q.fast) {
-    q.g = general_grid(pr);
-    return q;
-  }
-  q.kernel_w = int(pr.kernel_size.w);
-  q.patch_rows = int(rows);
-  q.ci_chunk = int(std::min<int64_t>({kMaxCiChunk, pr.in_per_group(), budget / (kBuffers * per_ci_bytes)}));
-  q.smem_bytes = size_t(kBuffers * q.ci_chunk) * size_t(per_ci_bytes);
-  q.tiles_w = int(ceil_div(pr.out_w(), kTileCols));
-  const int64_t units = ceil_div(pr.out_h(), kTileRows) * q.tiles_w;
-  const int64_t co_tiles = pr.groups * ceil_div(pr.out_per_group(), kCoTile);
-  // A block walks (its tiles) x (input-channel chunks) steps, counted in 32 bits.
-  const int64_t chunks = ceil_div(pr.in_per_group(), q.ci_chunk);
-  const int64_t min_parts = ceil_div(units * chunks, 2147483647 - chunks);
-  const int64_t parts = std::max(ceil_div(kTargetBlocks, pr.batch * co_tiles), min_parts);
-  q.g = make_fused_grid(pr, units, kCoTile, parts, "conv_pool_register_tile");
-  return q;
-}
-
-/// Workspace: the partial sums (N, parts, Cout) fp32: O(N * Cout * parts), 1 MiB at the
-/// KernelBench size; deterministic (each partial written once, summed in a fixed order).
-size_t workspace_bytes(const Problem& p) { return partials_bytes(p, make_plan(p).g.parts); }
-
-/// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
-size_t shared_memory_bytes(const Problem& p) { return make_plan(p).smem_bytes; }
-
-/// Calls f(kernel) with the tiled kernel for q.kernel_w (1..kMaxKernelW).
-template <typename F>
-void with_tiled_kernel(const Plan& q, F&& f) {
-  with_kernel_width(q.kernel_w, [&](auto w) { f(conv_pool_register_tile<decltype(w)::value>); });
-}
-
-/// The descriptor's prepare hook, called once per problem before any run: above 48 KB of
-/// dynamic shared memory a kernel must opt in (cudaFuncSetAttribute, a host call kept out of the
-/// timed region). Throws CudaError if the device cannot give the plan's shared memory.
-void prepare(const Problem& p) {
-  const Plan q = make_plan(p);
-  if (!q.fast) return;  // the general kernel uses static shared memory only
-  with_tiled_kernel(q, [&](auto kernel) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(q.smem_bytes)));
-  });
-}
-
-/// Enqueues the stage; prepare(a.problem) must have run first (GpuSession::time_stage does),
-/// or the tiled kernel's launch fails for want of its shared memory above 48 KB.
-void run(const GpuStageArgs& a) {
-  const Problem& p = a.problem;
-  const Plan q = make_plan(p);
-  float* partials = static_cast<float*>(a.workspace);
-
-  a.marks.begin(Phase::Fused);
-  if (!q.fast) {
-    launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
-  } else {
-    const TiledArgs t{conv_params(p), a.in.x, a.in.weight, partials, q.g, q.tiles_w, q.ci_chunk, q.patch_rows};
-    with_tiled_kernel(q, [&](auto kernel) {
-      kernel<<<q.g.blocks, kThreads, q.smem_bytes, a.stream>>>(t);
-      CUDA_CHECK_LAUNCH("conv_pool_register_tile");
-    });
-  }
-
-  a.marks.begin(Phase::Epilogue);
-  launch_finish_pooled_logsumexp(p, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
-}
+using Host = TiledFp32Host<RegisterTile>;
 
 }  // namespace
 
 LADDER_REGISTER_STAGE(d) {
+  Host::describe(d);  // plan, workspace, opt-in, launches; deterministic
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};  // "vs previous": conv + pool, fused or not
   d.idea = "register tiling: 8 pixels x 8 channels per thread, each shared-memory load feeds 8 FMAs";
-  d.workspace_bytes = workspace_bytes;
-  d.run_gpu = run;
-  d.shared_memory_bytes = shared_memory_bytes;
-  d.prepare = prepare;     // cudaFuncSetAttribute, once per problem, outside the timed region
-  d.deterministic = true;  // partials written once, summed in a fixed order: no float atomics
 }
 
 }  // namespace ladder
