@@ -26,6 +26,7 @@
 #include "lib/register_stage.hpp"
 #include "wgmma.cuh"           // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
 #include "lib/wgmma_tile.cuh"  // the tile, the rings, the kernel's arguments
+#include "lib/wgmma_host.cuh"  // WgmmaHost: the host half
 #include "todo.cuh"
 
 namespace ladder {
@@ -279,24 +280,23 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
 
 constexpr WgmmaOperands kOperands{1, kRing};  // TF32-rounded operands, three-slot rings
 
+/// What the host half (lib/wgmma_host.cuh: probe, plan, workspace, opt-in, launches) takes from
+/// this stage.
+struct WgmmaRung {
+  static constexpr WgmmaOperands operands = kOperands;
+  template <int KW>
+  static auto kernel() { return conv_pool_wgmma<KW>; }
+  static auto weight_layout() { return tf32_weight_kmajor; }
+};
+using Host = WgmmaHost<WgmmaRung>;
+
 }  // namespace
-}  // namespace ladder
-
-#include "lib/wgmma_host.cuh"  // the plan, the workspace, the opt-in and the launches
-
-namespace ladder {
 
 LADDER_REGISTER_STAGE(d) {
+  Host::describe(d);  // probe, plan, workspace, opt-in, launches; tensor cores, deterministic
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
   d.idea = "Hopper's wgmma: operands from shared memory through descriptors, weights by bulk copy";
-  d.workspace_bytes = wgmma_workspace_bytes;
-  d.run_gpu = run_wgmma;
-  d.shared_memory_bytes = wgmma_shared_memory_bytes;
-  d.device_note = wgmma_device_note;
-  d.prepare = prepare_wgmma;
   d.precision = Precision::Tf32;  // inputs rounded to 10 mantissa bits: the TF32 bound
-  d.tensor_cores = true;
-  d.deterministic = true;
 }
 
 }  // namespace ladder

@@ -26,6 +26,7 @@
 #include "lib/register_stage.hpp"
 #include "wgmma.cuh"           // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
 #include "lib/wgmma_tile.cuh"  // the tile, the rings, the kernel's arguments
+#include "lib/wgmma_host.cuh"  // WgmmaHost: the host half
 #include "todo.cuh"
 
 namespace ladder {
@@ -296,24 +297,23 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
 
 constexpr WgmmaOperands kOperands{kParts, kSplitRing};  // big and small parts, two-slot rings
 
+/// What the host half (lib/wgmma_host.cuh: probe, plan, workspace, opt-in, launches) takes from
+/// this stage.
+struct WgmmaRung {
+  static constexpr WgmmaOperands operands = kOperands;
+  template <int KW>
+  static auto kernel() { return conv_pool_wgmma<KW>; }
+  static auto weight_layout() { return tf32_weight_kmajor; }
+};
+using Host = WgmmaHost<WgmmaRung>;
+
 }  // namespace
-}  // namespace ladder
-
-#include "lib/wgmma_host.cuh"  // the plan, the workspace, the opt-in and the launches
-
-namespace ladder {
 
 LADDER_REGISTER_STAGE(d) {
+  Host::describe(d);  // probe, plan, workspace, opt-in, launches; tensor cores, deterministic
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
   d.idea = "3xTF32 on wgmma: big and small TF32 parts of each operand, three wgmma, FP32 accuracy";
-  d.workspace_bytes = wgmma_workspace_bytes;
-  d.run_gpu = run_wgmma;
-  d.shared_memory_bytes = wgmma_shared_memory_bytes;
-  d.device_note = wgmma_device_note;
-  d.prepare = prepare_wgmma;
   d.precision = Precision::Fp32;  // the split recovers FP32 accuracy: held to the FP32 bound
-  d.tensor_cores = true;
-  d.deterministic = true;
 }
 
 }  // namespace ladder
