@@ -349,6 +349,37 @@ def conv_macs(batch, in_channels, out_channels, groups, in_size, out_size, kerne
     return batch * out_channels * (in_channels // groups) * per_axis
 
 
+def problem_sizes(p, pool_first):
+    """Derived sizes of a tracks' 3-D problem dict (batch, in_channels, out_channels, depth, height,
+    width, kernel_size, stride, padding, output_padding, pool_kernel_size; optional dilation,
+    groups, pool_stride, pool_padding, pool_dilation, ceil_mode): the pool before the
+    ConvTranspose3d (pool_first, problem 38) or after it (problem 74). Sizes in_size,
+    pooled_size (pool_first only), conv_size, out_size; spatial (output positions per channel);
+    x_, conv_, out_ elems and float32 bytes; weight_elems, pool_window, conv_macs."""
+    in_size = (p["depth"], p["height"], p["width"])
+    k, s, pad = triple(p["kernel_size"]), triple(p["stride"]), triple(p["padding"])
+    op, d = triple(p["output_padding"]), triple(p.get("dilation", 1))
+    pk = triple(p["pool_kernel_size"])
+    ps, pp = triple(p.get("pool_stride") or pk), triple(p.get("pool_padding", 0))
+    pd, ceil, groups = triple(p.get("pool_dilation", 1)), bool(p.get("ceil_mode", False)), int(p.get("groups", 1))
+
+    def pool(size):
+        return tuple(pool_out_size(size[a], pk[a], ps[a], pp[a], pd[a], ceil) for a in range(3))
+
+    def conv(size):
+        return tuple(conv_transpose_out_size(size[a], k[a], s[a], pad[a], op[a], d[a]) for a in range(3))
+
+    conv_in = pool(in_size) if pool_first else in_size
+    conv_size = conv(conv_in)
+    out = conv_size if pool_first else pool(conv_size)
+    b, cin, cout = p["batch"], p["in_channels"], p["out_channels"]
+    elems = {"x": b * cin * math.prod(in_size), "conv": b * cout * math.prod(conv_size), "out": b * cout * math.prod(out)}
+    return {"in_size": in_size, **({"pooled_size": conv_in} if pool_first else {}), "conv_size": conv_size,
+            "out_size": out, "spatial": math.prod(out), **{f"{n}_elems": e for n, e in elems.items()},
+            **{f"{n}_bytes": 4 * e for n, e in elems.items()}, "weight_elems": cin * (cout // groups) * math.prod(k),
+            "pool_window": math.prod(pk), "conv_macs": conv_macs(b, cin, cout, groups, conv_in, conv_size, k, s, pad, d)}
+
+
 # ---- targets and rungs -----------------------------------------------------------------------------------
 
 def target(name, value, limit, op="<=", **fields):
@@ -378,11 +409,9 @@ def print_targets(targets, name_width, title="Targets (this run's numbers only; 
               f"{t['op'] + ' ' + format(t['limit'], 'g'):>{limit_width}}  {status}")
 
 
-def add_problem_args(parser, kernelbench, reps, warmup, flush_mb=None):
-    """--reps and --warmup (defaults reps, warmup), --flush-mb where flush_mb (its default) is
-    given, and an int option per size of the problem (defaults: kernelbench's) on a parser."""
-    parser.add_argument("--reps", type=int, default=reps, help="timed repetitions per variant (median reported)")
-    parser.add_argument("--warmup", type=int, default=warmup, help="untimed calls before them")
+def add_problem_args(parser, kernelbench, flush_mb=None):
+    """An int option per size of the problem (defaults: kernelbench's) on a parser, and --flush-mb
+    where flush_mb (its default) is given."""
     if flush_mb is not None:
         parser.add_argument("--flush-mb", type=int, default=flush_mb,
                             help="MB written before each repetition to flush the L2")
@@ -412,7 +441,7 @@ def rung_names(rungs):
     return ", ".join(r["id"] + "_" + r["name"] for r in rungs)
 
 
-# ---- a track script's main --------------------------------------------------------------------------------
+# ---- the run's prerequisites -------------------------------------------------------------------------------
 
 def cuda_torch(script, args):
     """(torch, None) where PyTorch imports and sees a CUDA device; else (None, 0) after
@@ -443,25 +472,3 @@ def ladder_package():
         del sys.modules[name]
         raise
     return module
-
-
-def track_main(script, args, track, problem, selfcheck, compare) -> int:
-    """The main of compare_<track>.py after its arguments: skips without torch or a GPU; builds or
-    loads the extension with the track (conv_pool_ladder.<track>, load_extension(with_<track>=
-    True)); then selfcheck or compare(torch, module, args, rungs). Exit 1 when the build fails."""
-    torch, skipped = cuda_torch(script, args)
-    if torch is None:
-        return skipped
-    ladder_package()
-    module = importlib.import_module(f"conv_pool_ladder.{track}")
-    try:
-        script.log("building the extension (first build: a few minutes)")
-        import conv_pool_ladder as cpl
-
-        cpl.load_extension([], verbose=args.verbose_build, **{f"with_{track}": True})
-        rungs = module.list_rungs()
-    except Exception as e:
-        print(f"{script.name}: FAILED to build or load the problem-{problem} operators:\n{e}", file=sys.stderr)
-        script.write_json(args.json, {"skipped": False, "build_error": str(e)})
-        return 1
-    return (selfcheck if args.selfcheck else compare)(torch, module, args, rungs)

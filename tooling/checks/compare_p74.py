@@ -81,21 +81,19 @@ Progress on stderr, results on stdout; --json FILE writes everything.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
-import sys
 import time
 import traceback
 import warnings
 
 from . import compare_common as cc
-from .compare_common import (agreement, conv_macs, conv_transpose_out_size, fp32_round, num as _num, peak_memory,
-                            triple)
-from .compare_common import pool_out_size as max_pool_out_size
+from .compare_common import agreement, fp32_round, num as _num, peak_memory, triple
 
 SCRIPT = cc.Script("compare_p74")
 log, write_json = SCRIPT.log, SCRIPT.write_json
+TITLE = "problem 74's GPU rungs, forward and backward, against PyTorch (KernelBench L2 P74), one GPU"
+REPS, WARMUP, TRACK, MINIMUMS = 20, 3, "p74", {"flush_mb": 0}
 
 FP32_U = 2.0 ** -24   # fp32 unit roundoff
 LAMBDA = 8.0          # the probabilistic bound's lambda, as the other tracks
@@ -127,28 +125,8 @@ KERNELBENCH = {"batch": 16, "in_channels": 16, "out_channels": 32, "depth": 16, 
 # ---- sizes, counts, windows, targets: plain Python, no torch (scripts/test_compare_p74.py) ---------
 
 def problem_sizes(p):
-    """Derived sizes of a problem dict (KERNELBENCH's keys, plus optional dilation, groups,
-    pool_stride, pool_padding, pool_dilation, ceil_mode): conv and pooled sizes, element and
-    float32 byte counts, conv_macs."""
-    in_size = (p["depth"], p["height"], p["width"])
-    k, s, pad = triple(p["kernel_size"]), triple(p["stride"]), triple(p["padding"])
-    op, d = triple(p["output_padding"]), triple(p.get("dilation", 1))
-    groups = int(p.get("groups", 1))
-    pk = triple(p["pool_kernel_size"])
-    ps = triple(p.get("pool_stride") or pk)
-    pp, pd = triple(p.get("pool_padding", 0)), triple(p.get("pool_dilation", 1))
-    ceil = bool(p.get("ceil_mode", False))
-    conv = tuple(conv_transpose_out_size(in_size[a], k[a], s[a], pad[a], op[a], d[a]) for a in range(3))
-    out = tuple(max_pool_out_size(conv[a], pk[a], ps[a], pp[a], pd[a], ceil) for a in range(3))
-    b, cin, cout = p["batch"], p["in_channels"], p["out_channels"]
-    x_elems = b * cin * math.prod(in_size)
-    conv_elems = b * cout * math.prod(conv)
-    out_elems = b * cout * math.prod(out)
-    weight_elems = cin * (cout // groups) * math.prod(k)
-    return {"in_size": in_size, "conv_size": conv, "out_size": out, "x_elems": x_elems, "conv_elems": conv_elems,
-            "out_elems": out_elems, "weight_elems": weight_elems, "x_bytes": 4 * x_elems,
-            "conv_bytes": 4 * conv_elems, "out_bytes": 4 * out_elems, "pool_window": math.prod(pk),
-            "conv_macs": conv_macs(b, cin, cout, groups, in_size, conv, k, s, pad, d)}
+    """compare_common.problem_sizes with the pool last, as problem 74 computes."""
+    return cc.problem_sizes(p, pool_first=False)
 
 
 def in_family(p) -> bool:
@@ -217,26 +195,13 @@ def resolve_rungs(spec, rungs, direction):
                          f"{cc.rung_names(avail) or 'none'})") from None
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description="Problem 74's GPU rungs, forward and backward, against PyTorch "
-                                            "(KernelBench L2 P74), one GPU. See the module docstring.")
-    p.add_argument("--selfcheck", action="store_true",
-                   help="small problems and KernelBench's, every rung and gradient against float64, gradcheck; "
-                        "exit 1 on any failure (run this first)")
+def add_args(p) -> None:
+    """Problem 74's options (compare.py adds the shared ones)."""
     p.add_argument("--forward-rungs", default="all", help="forward rungs by number or name, comma-separated")
     p.add_argument("--backward-rungs", default="all", help="backward rungs by number or name, comma-separated")
-    cc.add_problem_args(p, KERNELBENCH, reps=20, warmup=3, flush_mb=256)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    p.add_argument("--compile-mode", default="default")
+    cc.add_problem_args(p, KERNELBENCH, flush_mb=256)
     p.add_argument("--skip-kernelbench-selfcheck", action="store_true",
                    help="--selfcheck: leave out the KernelBench-sized case")
-    p.add_argument("--json", metavar="FILE", help="write every result as JSON")
-    p.add_argument("--verbose-build", action="store_true", help="show the extension's build output")
-    args = p.parse_args(argv)
-    if args.reps < 1 or args.warmup < 0 or args.flush_mb < 0:
-        p.error("--reps must be >= 1, --warmup and --flush-mb >= 0")
-    return args
 
 
 def problem_of(args):
@@ -472,10 +437,6 @@ def routing_differences(torch, ref, argmax, y_saved):
 
 
 # ---- the extension and the models (torch) -----------------------------------------------------------
-
-def main(argv=None) -> int:
-    return cc.track_main(SCRIPT, parse_args(argv), "p74", 74, selfcheck, compare)
-
 
 # ---- the comparison (default mode) -------------------------------------------------------------------
 
@@ -1070,6 +1031,3 @@ def selfcheck(torch, p74, args, rungs) -> int:
              f"{', '.join(bwd_ids)}")
     return cc.report_selfcheck(SCRIPT, args, meta, title, results, got_words=("argmax",))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

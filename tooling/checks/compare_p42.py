@@ -1,8 +1,8 @@
 """The ladder's stages side by side with PyTorch, in one run on a GPU.
 
-    python3 scripts/compare_pytorch.py --json results/pytorch_h200.json   # KernelBench sizes, the default stages
-    python3 scripts/compare_pytorch.py --stages 09,10,11,12,13              # or by name: async_copy,tensor_cores,...
-    python3 scripts/compare_pytorch.py --small --stages 01,06 --json /tmp/cmp.json
+    python3 scripts/compare.py --problem 42 --json results/pytorch_h200.json  # KernelBench sizes, default stages
+    python3 scripts/compare.py --problem 42 --stages 09,10,11,12,13             # or by name: async_copy,...
+    python3 scripts/compare.py --problem 42 --small --stages 01,06 --json /tmp/cmp.json
 
 Default stages, by name: vectorized_loads, async_copy, tensor_cores, three_tf32, pool_before_conv,
 single_launch, multistage_mma, wgmma, three_tf32_wgmma (05, 09 .. 16); a name without a stage folder
@@ -93,7 +93,6 @@ The JIT build lands under /tmp (LADDER_TORCH_BUILD_DIR overrides); no network is
 
 from __future__ import annotations
 
-import argparse
 import collections
 import copy
 import json
@@ -103,12 +102,10 @@ import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 
 from . import compare_common as cc
 from .compare_common import Timer, abs_error, cudnn_tf32
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FP32_U = 2.0 ** -24
 TF32_U = 2.0 ** -11  # TF32 keeps 10 mantissa bits: unit roundoff of round to nearest
 LAMBDA = 8.0
@@ -119,33 +116,24 @@ DEFAULT_STAGES = ("vectorized_loads,async_copy,tensor_cores,three_tf32,pool_befo
                   "multistage_mma,wgmma,three_tf32_wgmma")
 
 
-SCRIPT = cc.Script("compare_pytorch")
+SCRIPT = cc.Script("compare_p42")
 log, write_json = SCRIPT.log, SCRIPT.write_json
+TITLE = "checks and times the ladder's stages against the PyTorch model (KernelBench L2 P42)"
+REPS, WARMUP, TRACK = 20, 3, None
+MINIMUMS = {"per_call_reps": 1, "per_call_warmup": 0}
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(
-        description="Checks and times the ladder's stages against the PyTorch model (KernelBench L2 P42).")
+def add_args(p) -> None:
+    """Problem 42's options (compare.py adds the shared ones)."""
     p.add_argument("--stages", default=DEFAULT_STAGES,
                    help=f"stage names or numbers, comma-separated, or 'all' (default {DEFAULT_STAGES}; names without a folder are skipped)")
-    p.add_argument("--reps", type=int, default=20, help="timed repetitions per variant; the median is reported")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls first (after torch.compile's compilation)")
     p.add_argument("--small", action="store_true",
                    help="the first KernelBench sizes: batch 128, 3 -> 16, 32x32, x = torch.randn")
-    p.add_argument("--json", metavar="PATH", help="write the results as JSON")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    p.add_argument("--compile-mode", default="default", help="torch.compile mode (default: 'default')")
     p.add_argument("--no-grad-check", action="store_true", help="skip the backward checks")
     p.add_argument("--no-per-call", action="store_true", help="skip the per-call (KernelBench-style) timing")
     p.add_argument("--per-call-reps", type=int, default=100, help="per-call timing: calls timed (median reported)")
     p.add_argument("--per-call-warmup", type=int, default=10, help="per-call timing: untimed calls first")
     p.add_argument("--graph", action="store_true", help="also time each stage replayed from a CUDA graph")
-    p.add_argument("--verbose-build", action="store_true", help="show the ninja/nvcc build output")
-    args = p.parse_args(argv)
-    if args.reps < 1 or args.warmup < 0 or args.per_call_reps < 1 or args.per_call_warmup < 0:
-        p.error("--reps and --per-call-reps must be >= 1, --warmup and --per-call-warmup >= 0")
-    return args
 
 
 # ---- the reference, split where the stages report pooled ----------------------------------------
@@ -714,12 +702,8 @@ def targets(timings, stage_names) -> list:
 
 # ---- main --------------------------------------------------------------------------------------------
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    torch, skipped = cc.cuda_torch(SCRIPT, args)
-    if torch is None:
-        return skipped
-
+def run(torch, args) -> int:
+    """Steps 1 to 6 of the module docstring, after compare.py's parsing and skips."""
     cpl = cc.ladder_package()
     from conv_pool_ladder.models import Model, ModelNew
     from conv_pool_ladder.ops import run_stage
@@ -755,7 +739,7 @@ def main(argv=None) -> int:
         try:
             ext = cpl.load_extension(stages, verbose=args.verbose_build)
         except Exception as e:
-            print(f"compare_pytorch: FAILED to build the extension:\n{e}", file=sys.stderr)
+            print(f"{SCRIPT.name}: FAILED to build the extension:\n{e}", file=sys.stderr)
             result["build_error"] = str(e)
             write_json(args.json, result)
             return 1
@@ -1094,6 +1078,3 @@ def print_accuracy_and_targets(result) -> None:
                          limit_width=8)
         print()
 
-
-if __name__ == "__main__":
-    sys.exit(main())
