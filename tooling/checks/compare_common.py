@@ -185,6 +185,11 @@ def tf32_context(enabled):
     return contextlib.nullcontext() if enabled is None else cudnn_tf32(enabled)
 
 
+def err(e) -> str:
+    """'TypeName: first line of the message' of an exception, as the results record errors."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def run_phase(torch, variants, name, body, log, no_grad=False):
     """body(v) for each variant v (dicts) without an error yet, under its "tf32" setting (and
     torch.no_grad() with no_grad). An exception is recorded in v ("error": the phase and the
@@ -196,9 +201,8 @@ def run_phase(torch, variants, name, body, log, no_grad=False):
             with (torch.no_grad() if no_grad else contextlib.nullcontext()), tf32_context(v.get("tf32")):
                 body(v)
         except Exception as e:
-            first = str(e).splitlines()[0] if str(e) else ""
-            log(f"{name}: {v['variant']} failed: {type(e).__name__}: {first}")
-            v["error"] = f"{name}: {type(e).__name__}: {first}"
+            log(f"{name}: {v['variant']} failed: {err(e)}")
+            v["error"] = f"{name}: {err(e)}"
             v["traceback"] = traceback.format_exc()
 
 
@@ -393,6 +397,31 @@ def target(name, value, limit, op="<=", **fields):
 def num(v, spec):
     """format(v, spec), or "-" for None."""
     return "-" if v is None else format(v, spec)
+
+
+def print_table(rows, columns, note=None) -> None:
+    """A text table: columns are (header, width, cell), cell(row) a str, a negative width aligning
+    left; a dashed line under the header; note, in parentheses, under the rows."""
+    def line(cells):
+        return " ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, (_, w, _) in zip(cells, columns)).rstrip()
+
+    print(line([h for h, _, _ in columns]))
+    print("-" * len(line([h for h, _, _ in columns])))
+    for r in rows:
+        print(line([cell(r) for _, _, cell in columns]))
+    if note:
+        print(f"({note})")
+
+
+def verdict(v) -> str:
+    """A variant's result cell: FAILED (its error), PASS / FAIL where its check gates, else info."""
+    c = v.get("check") or {}
+    if v.get("error"):
+        return "FAILED: " + v["error"][:60]
+    return ("PASS" if c.get("pass") else "FAIL") if c.get("gating") else "info"
+
+
+RESULT_COLUMN = (" result", -1, lambda v: " " + verdict(v))  # print_table's last column of the tracks' variants
 
 
 def print_targets(targets, name_width, title="Targets (this run's numbers only; value = the ratio)", limit_width=7):

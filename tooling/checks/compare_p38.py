@@ -441,20 +441,17 @@ def print_report(result):
           f"flushed before each; peak = torch.cuda.max_memory_allocated() over one call, inputs and parameters "
           f"included; error on samples {result['checked_samples']} (every channel), x tol = worst |error| / "
           f"its derived bound")
-    hdr = (f"{'variant':<42} {'median ms':>10} {'min ms':>9} {'peak MB':>9} {'call MB':>9} {'max |err|':>10} "
-           f"{'x tol':>9}  result")
-    print(hdr)
-    print("-" * len(hdr))
-    for v in result["variants"]:
-        c = v.get("check") or {}
-        res = "FAILED: " + v["error"][:60] if v.get("error") else (
-            ("PASS" if c.get("pass") else "FAIL") if c.get("gating") else "info")
-        print(f"{v['variant']:<42} {_num(v.get('median_ms'), '.4f'):>10} {_num(v.get('min_ms'), '.4f'):>9} "
-              f"{_num(v.get('peak_bytes') and v['peak_bytes'] / 1e6, '.1f'):>9} "
-              f"{_num(v.get('peak_above_baseline_bytes') and v['peak_above_baseline_bytes'] / 1e6, '.1f'):>9} "
-              f"{_num(c.get('max_abs_err'), '.2e'):>10} {_num(c.get('worst_ratio'), '.3g'):>9}  {res}")
-    print("(call MB: the peak above what was resident before the call; the convt_* rows are checked against the "
-          "float64 convolution)")
+    def mb(v, key):
+        return _num(v.get(key) and v[key] / 1e6, ".1f")
+
+    cc.print_table(result["variants"], [
+        ("variant", -42, lambda v: v["variant"]), ("median ms", 10, lambda v: _num(v.get("median_ms"), ".4f")),
+        ("min ms", 9, lambda v: _num(v.get("min_ms"), ".4f")), ("peak MB", 9, lambda v: mb(v, "peak_bytes")),
+        ("call MB", 9, lambda v: mb(v, "peak_above_baseline_bytes")),
+        ("max |err|", 10, lambda v: _num((v.get("check") or {}).get("max_abs_err"), ".2e")),
+        ("x tol", 9, lambda v: _num((v.get("check") or {}).get("worst_ratio"), ".3g")), cc.RESULT_COLUMN],
+        "call MB: the peak above what was resident before the call; the convt_* rows are checked against the "
+        "float64 convolution")
     print()
     print(f"floors: read x {f['read_x_ms']:.4f} ms ({f['read_gbps']:.0f} GB/s, {f['read_x_what']}), write output "
           f"{f['write_out_ms']:.4f} ms ({f['write_gbps']:.0f} GB/s, {f['write_out_what']}): memory floor "

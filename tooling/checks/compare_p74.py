@@ -645,28 +645,21 @@ def print_report(result):
     print(f"median of {m['reps']} calls after {m['warmup']} warm-up, CUDA events, L2 flushed before each by a "
           f"{m['flush_bytes'] / 2**20:.0f} MiB write; forward under no_grad; peak = max_memory_allocated over one "
           f"forward+backward, inputs, grad_out and parameters included")
-    hdr = (f"{'variant':<44} {'fwd ms':>9} {'fwd+bwd ms':>11} {'peak MB':>9} {'call MB':>9} {'x tol':>9}  result")
-    print(hdr)
-    print("-" * len(hdr))
-    for v in result["variants"]:
+    def ratio(v):
         c = v.get("check") or {}
-        if v.get("error"):
-            res = "FAILED: " + v["error"][:60]
-        else:
-            res = ("PASS" if c.get("pass") else "FAIL") if c.get("gating") else "info"
-        if "worst_ratio" in c:
-            ratio = c["worst_ratio"]
-        elif v["kind"] == "forward":
-            ratio = max((c.get(k) or {}).get("worst_ratio", 0.0) for k in ("out", "y_saved", "out_from_y_saved"))
-        elif v["kind"] == "pair":
-            ratio = max((c.get(k) or {}).get("worst_ratio", 0.0) for k in GRAD_NAMES)
-        else:
-            ratio = None
-        print(f"{v['variant']:<44} {_num(_ms(v, 'forward'), '.4f'):>9} {_num(_ms(v, 'train'), '.4f'):>11} "
-              f"{_num(_mb(v.get('peak_train_bytes')), '.1f'):>9} "
-              f"{_num(_mb(v.get('peak_above_baseline_train_bytes')), '.1f'):>9} {_num(ratio, '.3g'):>9}  {res}")
-    print("(x tol: worst |error| / its derived bound; forward rungs: out, y_saved and out from y_saved; pairs: the "
-          "four gradients; PyTorch: out, information)")
+        parts = {"forward": ("out", "y_saved", "out_from_y_saved"), "pair": GRAD_NAMES}.get(v["kind"])
+        if "worst_ratio" in c or not parts:
+            return _num(c.get("worst_ratio"), ".3g")
+        return _num(max((c.get(k) or {}).get("worst_ratio", 0.0) for k in parts), ".3g")
+
+    cc.print_table(result["variants"], [
+        ("variant", -44, lambda v: v["variant"]), ("fwd ms", 9, lambda v: _num(_ms(v, "forward"), ".4f")),
+        ("fwd+bwd ms", 11, lambda v: _num(_ms(v, "train"), ".4f")),
+        ("peak MB", 9, lambda v: _num(_mb(v.get("peak_train_bytes")), ".1f")),
+        ("call MB", 9, lambda v: _num(_mb(v.get("peak_above_baseline_train_bytes")), ".1f")),
+        ("x tol", 9, ratio), cc.RESULT_COLUMN],
+        "x tol: worst |error| / its derived bound; forward rungs: out, y_saved and out from y_saved; pairs: the "
+        "four gradients; PyTorch: out, information")
     print()
     cc.print_targets(result["targets"], 100)
     print()
