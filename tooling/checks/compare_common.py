@@ -1,14 +1,15 @@
-"""What the scripts that set the ladder and its tracks beside PyTorch (compare_pytorch.py,
-compare_p38.py, compare_p74.py) share, independent of the problem:
+"""What the PyTorch comparison of the three problems (compare.py, the one program; compare_p42.py,
+compare_p38.py, compare_p74.py, the problems' parts) shares, independent of the problem:
 
-  * progress, JSON and skips: Script (a log line on stderr with the seconds since start);
+  * progress, JSON and skips: Script (a log line on stderr with the seconds since start), cuda_torch();
   * where a run came from: provenance(), device_meta(), run_meta(), env_line();
   * measuring: Timer (CUDA events, the L2 flushed before each repetition, the median),
-    peak_memory(), cudnn_tf32(), run_phase() (one phase over every variant, errors recorded);
-  * checking: abs_error(), agreement(), expect_error(), report_selfcheck();
+    peak_memory(), cudnn_tf32(), run_phase() (one phase over every variant, errors recorded), err();
+  * checking: abs_error(), agreement(), expect_error(), call_rung(), report_selfcheck();
   * 3-D geometry in plain Python: triple(), conv_transpose_out_size(), pool_out_size(),
-    taps_per_output(), conv_macs(), fp32_round();
-  * targets: target(), print_targets(); rung selection: pick_rungs(); cuda_torch(), track_main().
+    taps_per_output(), conv_macs(), fp32_round(), problem_sizes() (the tracks' sizes and counts);
+  * tables and targets: print_table(), verdict(), target(), print_targets(); options: add_problem_args();
+    rung selection: pick_rungs(); the PyTorch package: ladder_package().
 
 Plain Python at import: torch is imported by the functions that need it (the tests of the
 geometry run without torch).

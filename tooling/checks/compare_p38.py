@@ -1,8 +1,8 @@
 """Problem 38 (tracks/p38_spatial_softmax) side by side with PyTorch, in one run on one GPU.
 
-    python3 scripts/compare_p38.py --selfcheck                     # first: every rung, small problems
-    python3 scripts/compare_p38.py --reps 5 --json /tmp/p38.json   # KernelBench's sizes
-    python3 scripts/compare_p38.py --batch 4 --rungs 05,07         # smaller; some rungs
+    python3 scripts/compare.py --problem 38 --selfcheck                 # first: every rung, small problems
+    python3 scripts/compare.py --problem 38 --reps 5 --json /tmp/p38.json   # KernelBench's sizes
+    python3 scripts/compare.py --problem 38 --batch 4 --rungs 05,07         # smaller; some rungs
 
 The problem: KernelBench level 2, problem 38 (python/conv_pool_ladder/p38.py: AvgPool3d ->
 ConvTranspose3d -> clamp -> softmax over D*H*W per (sample, channel) -> * scale), at

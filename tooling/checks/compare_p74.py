@@ -1,9 +1,9 @@
 """Problem 74 (tracks/p74_backward), forward and backward, side by side with PyTorch, in one run
 on one GPU.
 
-    python3 scripts/compare_p74.py --selfcheck                    # first: every rung, every gradient
-    python3 scripts/compare_p74.py --json /tmp/p74.json           # KernelBench's sizes, timing
-    python3 scripts/compare_p74.py --batch 4 --forward-rungs 03,04 --backward-rungs 08,09
+    python3 scripts/compare.py --problem 74 --selfcheck                # first: every rung, every gradient
+    python3 scripts/compare.py --problem 74 --json /tmp/p74.json           # KernelBench's sizes, timing
+    python3 scripts/compare.py --problem 74 --batch 4 --forward-rungs 03,04 --backward-rungs 08,09
 
 The problem: KernelBench level 2, problem 74 (python/conv_pool_ladder/p74.py: ConvTranspose3d ->
 LeakyReLU(0.2) -> * multiplier (out_channels, 1, 1, 1) -> LeakyReLU(0.2) -> MaxPool3d(2)), at
