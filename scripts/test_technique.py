@@ -382,12 +382,12 @@ namespace cg = cooperative_groups;
 #if 0  // rung 15's own code, left out
 #include "wgmma.cuh"
 """), (S15, """\
-  d.deterministic = true;
+  d.precision = Precision::Tf32;  // inputs rounded to 10 mantissa bits: the TF32 bound
 }
 
 }  // namespace ladder
 """, """\
-  d.deterministic = true;
+  d.precision = Precision::Tf32;  // inputs rounded to 10 mantissa bits: the TF32 bound
 }
 
 }  // namespace ladder
