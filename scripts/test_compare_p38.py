@@ -218,7 +218,8 @@ class BuildSources(unittest.TestCase):
         track = self.b.p38_track_dir()
         names = {p.relative_to(track).as_posix() for p in self.b.p38_sources()}
         self.assertTrue({"problem.cpp", "oracle.cpp", "tolerance.cpp", "rows.cpp", "registry.cpp",
-                         "device/geometry.cpp", "rungs/00_cpu_reference.cpp", "rungs/07_subpixel_tiled.cu"} <= names)
+                         "device/geometry.cpp", "rungs/00_cpu_reference/cpu_reference.cpp",
+                         "rungs/07_subpixel_tiled/subpixel_tiled.cu"} <= names)
         self.assertFalse({"runner.cu", "main.cpp"} & names)
         plain = self.b.wrapper_sources([], self.tmp / "plain")  # the first track's modules: unchanged
         self.assertNotIn(str(self.b.CSRC / "p38_call.cpp"), plain)
@@ -235,7 +236,7 @@ class BuildSources(unittest.TestCase):
         base = [Path(s).name for s in sources]
         self.assertEqual(len(base), len(set(base)), "object files are named after the sources' base names")
         self.assertIn("p38__problem.cpp", base)
-        self.assertIn("p38_rungs__07_subpixel_tiled.cu", base)
+        self.assertIn("p38_rungs_07_subpixel_tiled__subpixel_tiled.cu", base)
         wrapper = (self.tmp / "build" / "src" / "p38_device__geometry.cpp").read_text()
         self.assertIn(f'#include "{track / "device" / "geometry.cpp"}"', wrapper)
 

@@ -252,7 +252,7 @@ class BuildSources(unittest.TestCase):
         track = self.b.p74_track_dir()
         names = {p.relative_to(track).as_posix() for p in self.b.p74_sources()}
         self.assertTrue({"problem.cpp", "oracle.cpp", "tolerance.cpp", "registry.cpp", "device/geometry.cpp",
-                         "rungs/00_cpu_reference.cpp"} <= names, names)
+                         "rungs/00_cpu_reference/cpu_reference.cpp"} <= names, names)
         self.assertFalse({"runner.cu", "main.cpp"} & names)
         self.assertFalse([n for n in names if n.startswith("runner")])
         plain = self.b.wrapper_sources([], self.tmp / "plain")
@@ -271,7 +271,7 @@ class BuildSources(unittest.TestCase):
         self.assertFalse([n for n in base if n.startswith("p38")])
         self.assertIn("p74__problem.cpp", base)
         self.assertIn("p74_device__geometry.cpp", base)
-        self.assertIn("p74_rungs__00_cpu_reference.cpp", base)
+        self.assertIn("p74_rungs_00_cpu_reference__cpu_reference.cpp", base)
         wrapper = (self.tmp / "build" / "src" / "p74_device__geometry.cpp").read_text()
         self.assertIn(f'#include "{track / "device" / "geometry.cpp"}"', wrapper)
         both = [Path(s).name for s in self.b.wrapper_sources([], self.tmp / "both", with_p38=True, with_p74=True)]

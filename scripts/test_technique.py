@@ -549,9 +549,9 @@ def compile_variant(v, arch, nvcc, cuobjdump):
         common = [f"-I{tmp}/common/model", f"-I{tmp}/common/toolkit"]  # the build's include folders
         if v.rung.startswith("p"):
             track = glob.glob(os.path.join(tmp, "tracks", v.rung.split("-")[0] + "_*"))[0]
-            source = glob.glob(os.path.join(track, "rungs", v.rung.split("-")[1] + "_*.cu"))[0]
+            source = glob.glob(os.path.join(track, "rungs", v.rung.split("-")[1] + "_*", "*.cu"))[0]
             tid, number = v.rung.split("-")
-            name = os.path.basename(source)[3:-len(".cu")]  # rungs/NN_name.cu, as cmake/Stages.cmake names it
+            name = os.path.basename(os.path.dirname(source))[3:]  # rungs/NN_name/, as cmake/Stages.cmake names it
             flags = [f"-DLADDER_RUNG_ID=\"{number}\"", f"-DLADDER_RUNG_NAME=\"{name}\"",
                      f"-DLADDER_RUNG_SYMBOL=rung_{number}", f"-DLADDER_RUNG_TRACK=\"{tid}\"",
                      f"-I{track}", f"-I{tmp}", f"-I{tmp}/tracks", f"-I{tmp}/ladder", *common]
@@ -955,11 +955,11 @@ class RungMetaTest(unittest.TestCase):
         self.assertLessEqual(graded, set(technique.TRACK_RULES))
         metas = rung_meta.track_rungs(ROOT)
         self.assertTrue(all("timing" in metas[r].get("grader", {}) for r in graded), graded)
-        os.makedirs(os.path.join(self.tmp, "tracks", "p38_x", "rungs"))
-        with open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree.json"), "w", encoding="utf-8") as f:
+        os.makedirs(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree"))
+        with open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree", "rung.json"), "w", encoding="utf-8") as f:
             f.write('{"sass": [], "grader": {"timing": {"args": ["--batch", "8"]}}}')
-        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree.cu"), "w").close()  # the rung it describes
-        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "04_lone.json"), "w").close()  # beside no rung: not read
+        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree", "tree.cu"), "w").close()  # the rung it describes
+        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "04_lone.json"), "w").close()  # in no rung folder: not read
         self.stage("02_atomics", '{"grader": {"timing": {"mode": "pool", "args": []}, "precision": "tf32"}}')
         config = rung_meta.with_rung_settings({"tracks": {"p38": {"about": "x"}}}, self.tmp)
         self.assertEqual(config["rungs"], {"02": {"timing": {"mode": "pool", "args": []}, "precision": "tf32"}})
