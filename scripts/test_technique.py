@@ -437,7 +437,7 @@ namespace cg = cooperative_groups;
 """)], (), "small*small as well: four wgmma per accumulator and tap, still 3xTF32's idea"),
 
     Variant("p38-03", "honest"),
-    Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree.cu", """\
+    Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree/block_tree.cu", """\
   for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
     if (threadIdx.x < stride) {
       const float o = partial[threadIdx.x + stride];
@@ -455,14 +455,14 @@ namespace cg = cooperative_groups;
 """)], ("block_tree",), "thread 0 combines the block's partials in a loop"),
 
     Variant("p38-04", "honest"),
-    Variant("p38-04", "lane0_gathers", [(f"{P38}/04_online_softmax.cu", """\
+    Variant("p38-04", "lane0_gathers", [(f"{P38}/04_online_softmax/online_softmax.cu", """\
     t = warp_merge(t);
 """, """\
     for (int src = 1; src < 32; ++src) {  // lane 0 gathers its warp's pairs one by one
       const MaxSum o{__shfl_sync(0xffffffffu, t.m, src), __shfl_sync(0xffffffffu, t.s, src)};
       if (lane == 0) t = merge(t, o);
     }
-"""), (f"{P38}/04_online_softmax.cu", """\
+"""), (f"{P38}/04_online_softmax/online_softmax.cu", """\
     b = warp_merge(b);  // every warp merges the slots itself: no second barrier to broadcast
 """, """\
     for (int src = 1; src < 32; ++src) b = merge(b, MaxSum{__shfl_sync(0xffffffffu, b.m, src),
@@ -470,9 +470,9 @@ namespace cg = cooperative_groups;
 """)], ("shuffles",), "lane 0 gathers its warp's pairs one by one (SHFL.IDX), no butterfly"),
 
     Variant("p38-05", "honest"),
-    Variant("p38-05", "sum_only_recompute", [(f"{P38}/05_fused_rescale.cu", """\
+    Variant("p38-05", "sum_only_recompute", [(f"{P38}/05_fused_rescale/fused_rescale.cu", """\
   conv_exp_partials<true><<<""", """\
-  conv_exp_partials<false><<<"""), (f"{P38}/05_fused_rescale.cu", """\
+  conv_exp_partials<false><<<"""), (f"{P38}/05_fused_rescale/fused_rescale.cu", """\
     out[i] *= factor[i / g.spatial];
 """, """\
     out[i] = expf(out[i] - g.clamp_hi) * factor[i / g.spatial];  // recomputed from what the conv left
