@@ -15,6 +15,8 @@ bin=$tmp/venv/bin
 "$bin/ladder-assignment" --help > /dev/null
 "$bin/ladder-update-results" --check
 "$bin/ladder-sass-counts" --help > /dev/null
+"$bin/ladder-compare" --problem 74 --help | grep -- --forward-rungs >/dev/null  # the one comparison, a problem's options
+"$bin/ladder-compare-p38" --help | grep -- --check-samples >/dev/null # an older name: --problem set
 "$bin/python" -m grader --help > /dev/null
 "$bin/python" - "$repo" <<'PY'
 import importlib.util, os, sys

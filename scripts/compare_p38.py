@@ -1,13 +1,8 @@
 #!/usr/bin/env python3
-"""Entry point of tooling/checks/compare_p38.py; from the repository root
-`python3 -m tooling.checks.compare_p38` is the same (--help).
-Python puts this file's folder on sys.path, not the root that holds the packages, so this file
-adds it: the only place such a line may be."""
-import os
+"""The older name of `scripts/compare.py --problem 38`: the same program and options."""
+import runpy
 import sys
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tooling.checks.compare_p38 import main  # noqa: E402
-
-if __name__ == "__main__":
-    sys.exit(main())
+sys.argv[1:1] = ["--problem", "38"]
+runpy.run_path(str(Path(__file__).with_name("compare.py")), run_name="__main__")

@@ -21,6 +21,7 @@
 #include "device.hpp"
 #include "lib/fused_partials.cuh"
 #include "lib/mma_tile.cuh"  // the tile, the kernel's arguments, cp.async, mma_tf32, tf32_bits, channel_slot
+#include "lib/mma_tile_host.cuh"  // MmaTileHost: the host half
 #include "lib/register_stage.hpp"
 #include "todo.cuh"
 
@@ -244,32 +245,24 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
 
 // ---- stage 11 kernels: end -----------------------------------------------------------------
 
-}  // namespace
-}  // namespace ladder
-
-#include "lib/mma_tile_host.cuh"  // the plan, the workspace, the opt-in and the launches
-
-namespace ladder {
-namespace {
-
-/// Enqueues the stage (lib/mma_tile_host.cuh: the plan and the launches); prepare must have run.
-void run(const GpuStageArgs& a) { run_mma_tile(a, fragment_weight_layout, "fragment_weight_layout"); }
-/// Says when no tensor core runs: below sm_80, or code JIT-compiled from an older PTX.
-std::string device_note() { return mma_tile_device_note("3xTF32 mma"); }
+/// What the host half (lib/mma_tile_host.cuh: plan, workspace, opt-in, launches) takes from
+/// this stage.
+struct ThreeTf32Rung {
+  template <int KW>
+  static auto kernel() { return conv_pool_tensor_cores<KW>; }
+  static auto weight_layout() { return fragment_weight_layout; }
+  static constexpr const char* weight_layout_name = "fragment_weight_layout";
+  static constexpr const char* arithmetic = "3xTF32 mma";
+};
+using Host = MmaTileHost<ThreeTf32Rung>;
 
 }  // namespace
 
 LADDER_REGISTER_STAGE(d) {
+  Host::describe(d);  // plan, workspace, opt-in, launches, device note; tensor cores, deterministic
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
   d.idea = "3xTF32: each operand split into two TF32 parts, three mma, FP32 accuracy";
-  d.workspace_bytes = workspace_bytes;
-  d.run_gpu = run;
-  d.shared_memory_bytes = shared_memory_bytes;
-  d.device_note = device_note;
-  d.prepare = prepare;
   d.precision = Precision::Fp32;  // the split recovers FP32 accuracy: held to the FP32 bound
-  d.tensor_cores = true;
-  d.deterministic = true;
 }
 
 }  // namespace ladder

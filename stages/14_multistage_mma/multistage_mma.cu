@@ -26,6 +26,7 @@
 #include "device.hpp"
 #include "lib/fused_partials.cuh"
 #include "lib/mma_pipeline.cuh"  // the tile shapes, the arguments, 16-byte zero-filling cp.async
+#include "lib/mma_pipeline_host.cuh"  // MmaPipelineHost: the host half
 #include "lib/register_stage.hpp"
 #include "todo.cuh"
 
@@ -273,30 +274,22 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_multistage(PipelineArgs
 
 // ---- stage 14 kernels: end -----------------------------------------------------------------
 
-}  // namespace
-}  // namespace ladder
-
-#include "lib/mma_pipeline_host.cuh"  // the plan, the workspace, the opt-in and the launches
-
-namespace ladder {
-namespace {
-
-/// Says when no tensor core runs: below sm_80, or code JIT-compiled from an older PTX.
-std::string device_note() { return pipeline_device_note(); }
+/// What the host half (lib/mma_pipeline_host.cuh: plan, workspace, opt-in, launches) takes
+/// from this stage.
+struct MultistageRung {
+  template <int KW, int KH, class Shape>
+  static auto kernel() { return conv_pool_multistage<KW, KH, Shape>; }
+  static auto weight_layout() { return tf32_weight_tiles; }
+};
+using Host = MmaPipelineHost<MultistageRung>;
 
 }  // namespace
 
 LADDER_REGISTER_STAGE(d) {
+  Host::describe(d);  // plan, workspace, opt-in, launches, device note; tensor cores, deterministic
   d.changes = {Phase::Conv, Phase::Pool, Phase::Fused};
   d.idea = "the complete mma.sync kernel: a 4-stage cp.async pipeline, 16-byte copies, the plan's warp tile";
-  d.workspace_bytes = pipeline_workspace_bytes;
-  d.run_gpu = run_pipeline;
-  d.shared_memory_bytes = pipeline_shared_memory_bytes;
-  d.device_note = device_note;
-  d.prepare = prepare_pipeline;
   d.precision = Precision::Tf32;  // inputs rounded to 10 mantissa bits: the TF32 bound
-  d.tensor_cores = true;
-  d.deterministic = true;
 }
 
 }  // namespace ladder

@@ -115,5 +115,26 @@ inline void launch_conv_pool_general(const Problem& pr, const DeviceInputs& in, 
   CUDA_CHECK_LAUNCH("conv_pool_general");
 }
 
+/// The Fused and Epilogue phases of every tiled stage's host half (07-11, 14-16): on a general
+/// plan (`q.fast` false) conv_pool_general over `q.g`, else `fast(partials)`, the stage's own
+/// launches; then the finish over the (N, q.g.parts, Cout) partials at the start of a.workspace.
+/// Throws CudaError if a launch fails.
+template <class Plan, class Fast>
+void run_fused_plan(const GpuStageArgs& a, const Plan& q, Fast&& fast) {
+  float* partials = static_cast<float*>(a.workspace);
+  a.marks.begin(Phase::Fused);
+  if (!q.fast) launch_conv_pool_general(a.problem, a.in, q.g, partials, a.stream);
+  else fast(partials);
+  a.marks.begin(Phase::Epilogue);
+  launch_finish_pooled_logsumexp(a.problem, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
+}
+
+/// Lets `kernel` use `bytes` of dynamic shared memory: above 48 KB a kernel must opt in. A host
+/// call, made once per problem outside the timed region. Throws CudaError if the device cannot.
+template <class Kernel>
+void opt_in_shared_memory(Kernel kernel, size_t bytes) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 }  // namespace
 }  // namespace ladder

@@ -55,7 +55,8 @@ struct TiledFp32Host {
     }
     q.kernel_w = int(pr.kernel_size.w);
     q.patch_rows = int(rows);
-    q.ci_chunk = int(std::min<int64_t>({Tile::max_ci_chunk, pr.in_per_group(), budget / (Tile::buffers * per_ci_bytes)}));
+    const int64_t fits = budget / (Tile::buffers * per_ci_bytes);  // input channels per chunk
+    q.ci_chunk = int(std::min<int64_t>({Tile::max_ci_chunk, pr.in_per_group(), fits}));
     q.smem_bytes = size_t(Tile::buffers * q.ci_chunk) * size_t(per_ci_bytes);
     q.tiles_w = int(ceil_div(pr.out_w(), Tile::tile_cols));
     const int64_t units = ceil_div(pr.out_h(), Tile::tile_rows) * q.tiles_w;
@@ -85,34 +86,23 @@ struct TiledFp32Host {
   /// dynamic shared memory a kernel must opt in (cudaFuncSetAttribute, a host call kept out of
   /// the timed region). Throws CudaError if the device cannot give the plan's shared memory.
   static void prepare(const Problem& p) {
-    const Plan q = make_plan(p);
-    if (!q.fast) return;  // the general kernel uses static shared memory only
-    with_tiled_kernel(q, [&](auto kernel) {
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(q.smem_bytes)));
-    });
+    const Plan q = make_plan(p);  // the general kernel uses static shared memory only
+    if (q.fast) with_tiled_kernel(q, [&](auto kernel) { opt_in_shared_memory(kernel, q.smem_bytes); });
   }
 
   /// Enqueues the stage; prepare(a.problem) must have run first (GpuSession::time_stage does),
   /// or the tiled kernel's launch fails for want of its shared memory above 48 KB.
   static void run(const GpuStageArgs& a) {
-    const Problem& p = a.problem;
-    const Plan q = make_plan(p);
-    float* partials = static_cast<float*>(a.workspace);
-
-    a.marks.begin(Phase::Fused);
-    if (!q.fast) {
-      launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
-    } else {
-      const typename Tile::Args t{conv_params(p), a.in.x, a.in.weight, partials, q.g, q.tiles_w, q.ci_chunk, q.patch_rows};
+    const Plan q = make_plan(a.problem);
+    run_fused_plan(a, q, [&](float* partials) {
+      const typename Tile::Args t{conv_params(a.problem), a.in.x,  a.in.weight, partials,
+                                  q.g,                    q.tiles_w, q.ci_chunk, q.patch_rows};
       static const std::string launch_of = std::string("launch of ") + Tile::name;  // built once
       with_tiled_kernel(q, [&](auto kernel) {
         kernel<<<q.g.blocks, Tile::threads, q.smem_bytes, a.stream>>>(t);
         cuda_check(cudaGetLastError(), launch_of.c_str(), __FILE__, __LINE__);
       });
-    }
-
-    a.marks.begin(Phase::Epilogue);
-    launch_finish_pooled_logsumexp(p, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
+    });
   }
 
   /// Fills the descriptor's hooks for this host half.

@@ -144,10 +144,7 @@ struct WgmmaHost {
   /// dynamic shared memory. Throws CudaError if the device cannot give the plan's shared memory.
   static void prepare_wgmma(const Problem& p) {
     const WgmmaPlan q = make_wgmma_plan(p);
-    if (!q.fast) return;
-    with_wgmma_kernel(q, [&](auto kernel) {
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(q.smem_bytes)));
-    });
+    if (q.fast) with_wgmma_kernel(q, [&](auto kernel) { opt_in_shared_memory(kernel, q.smem_bytes); });
   }
 
   /// Enqueues the stage: tf32_weight_kmajor lays the weights out in the workspace, then the wgmma
@@ -155,11 +152,7 @@ struct WgmmaHost {
   static void run_wgmma(const GpuStageArgs& a) {
     const Problem& p = a.problem;
     const WgmmaPlan q = make_wgmma_plan(p);
-    float* partials = static_cast<float*>(a.workspace);
-    a.marks.begin(Phase::Fused);
-    if (!q.fast) {
-      launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
-    } else {
+    run_fused_plan(a, q, [&](float* partials) {
       const ConvParams cp = conv_params(p);
       float* wt = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + aligned_partials_bytes(p, q.g.parts));
       const int64_t total = wgmma_layout_floats(p, q);
@@ -173,9 +166,7 @@ struct WgmmaHost {
         kernel<<<q.g.blocks, kThreads, q.smem_bytes, a.stream>>>(t);
         CUDA_CHECK_LAUNCH("conv_pool_wgmma");
       });
-    }
-    a.marks.begin(Phase::Epilogue);
-    launch_finish_pooled_logsumexp(p, partials, q.g.parts, a.in, a.pooled, a.y, a.stream);
+    });
   }
 
   /// Fills the descriptor's hooks for this host half.
@@ -189,7 +180,6 @@ struct WgmmaHost {
     d.deterministic = true;
   }
 };
-
 
 }  // namespace
 }  // namespace ladder

@@ -1,14 +1,15 @@
-"""What the scripts that set the ladder and its tracks beside PyTorch (compare_pytorch.py,
-compare_p38.py, compare_p74.py) share, independent of the problem:
+"""What the PyTorch comparison of the three problems (compare.py, the one program; compare_p42.py,
+compare_p38.py, compare_p74.py, the problems' parts) shares, independent of the problem:
 
-  * progress, JSON and skips: Script (a log line on stderr with the seconds since start);
+  * progress, JSON and skips: Script (a log line on stderr with the seconds since start), cuda_torch();
   * where a run came from: provenance(), device_meta(), run_meta(), env_line();
   * measuring: Timer (CUDA events, the L2 flushed before each repetition, the median),
-    peak_memory(), cudnn_tf32(), run_phase() (one phase over every variant, errors recorded);
-  * checking: abs_error(), agreement(), expect_error(), report_selfcheck();
+    peak_memory(), cudnn_tf32(), run_phase() (one phase over every variant, errors recorded), err();
+  * checking: abs_error(), agreement(), expect_error(), call_rung(), report_selfcheck();
   * 3-D geometry in plain Python: triple(), conv_transpose_out_size(), pool_out_size(),
-    taps_per_output(), conv_macs(), fp32_round();
-  * targets: target(), print_targets(); rung selection: pick_rungs(); cuda_torch(), track_main().
+    taps_per_output(), conv_macs(), fp32_round(), problem_sizes() (the tracks' sizes and counts);
+  * tables and targets: print_table(), verdict(), target(), print_targets(); options: add_problem_args();
+    rung selection: pick_rungs(); the PyTorch package: ladder_package().
 
 Plain Python at import: torch is imported by the functions that need it (the tests of the
 geometry run without torch).
@@ -185,6 +186,11 @@ def tf32_context(enabled):
     return contextlib.nullcontext() if enabled is None else cudnn_tf32(enabled)
 
 
+def err(e) -> str:
+    """'TypeName: first line of the message' of an exception, as the results record errors."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def run_phase(torch, variants, name, body, log, no_grad=False):
     """body(v) for each variant v (dicts) without an error yet, under its "tf32" setting (and
     torch.no_grad() with no_grad). An exception is recorded in v ("error": the phase and the
@@ -196,9 +202,8 @@ def run_phase(torch, variants, name, body, log, no_grad=False):
             with (torch.no_grad() if no_grad else contextlib.nullcontext()), tf32_context(v.get("tf32")):
                 body(v)
         except Exception as e:
-            first = str(e).splitlines()[0] if str(e) else ""
-            log(f"{name}: {v['variant']} failed: {type(e).__name__}: {first}")
-            v["error"] = f"{name}: {type(e).__name__}: {first}"
+            log(f"{name}: {v['variant']} failed: {err(e)}")
+            v["error"] = f"{name}: {err(e)}"
             v["traceback"] = traceback.format_exc()
 
 
@@ -349,6 +354,37 @@ def conv_macs(batch, in_channels, out_channels, groups, in_size, out_size, kerne
     return batch * out_channels * (in_channels // groups) * per_axis
 
 
+def problem_sizes(p, pool_first):
+    """Derived sizes of a tracks' 3-D problem dict (batch, in_channels, out_channels, depth, height,
+    width, kernel_size, stride, padding, output_padding, pool_kernel_size; optional dilation,
+    groups, pool_stride, pool_padding, pool_dilation, ceil_mode): the pool before the
+    ConvTranspose3d (pool_first, problem 38) or after it (problem 74). Sizes in_size,
+    pooled_size (pool_first only), conv_size, out_size; spatial (output positions per channel);
+    x_, conv_, out_ elems and float32 bytes; weight_elems, pool_window, conv_macs."""
+    in_size = (p["depth"], p["height"], p["width"])
+    k, s, pad = triple(p["kernel_size"]), triple(p["stride"]), triple(p["padding"])
+    op, d = triple(p["output_padding"]), triple(p.get("dilation", 1))
+    pk = triple(p["pool_kernel_size"])
+    ps, pp = triple(p.get("pool_stride") or pk), triple(p.get("pool_padding", 0))
+    pd, ceil, groups = triple(p.get("pool_dilation", 1)), bool(p.get("ceil_mode", False)), int(p.get("groups", 1))
+
+    def pool(size):
+        return tuple(pool_out_size(size[a], pk[a], ps[a], pp[a], pd[a], ceil) for a in range(3))
+
+    def conv(size):
+        return tuple(conv_transpose_out_size(size[a], k[a], s[a], pad[a], op[a], d[a]) for a in range(3))
+
+    conv_in = pool(in_size) if pool_first else in_size
+    conv_size = conv(conv_in)
+    out = conv_size if pool_first else pool(conv_size)
+    b, cin, cout = p["batch"], p["in_channels"], p["out_channels"]
+    elems = {"x": b * cin * math.prod(in_size), "conv": b * cout * math.prod(conv_size), "out": b * cout * math.prod(out)}
+    return {"in_size": in_size, **({"pooled_size": conv_in} if pool_first else {}), "conv_size": conv_size,
+            "out_size": out, "spatial": math.prod(out), **{f"{n}_elems": e for n, e in elems.items()},
+            **{f"{n}_bytes": 4 * e for n, e in elems.items()}, "weight_elems": cin * (cout // groups) * math.prod(k),
+            "pool_window": math.prod(pk), "conv_macs": conv_macs(b, cin, cout, groups, conv_in, conv_size, k, s, pad, d)}
+
+
 # ---- targets and rungs -----------------------------------------------------------------------------------
 
 def target(name, value, limit, op="<=", **fields):
@@ -362,6 +398,31 @@ def target(name, value, limit, op="<=", **fields):
 def num(v, spec):
     """format(v, spec), or "-" for None."""
     return "-" if v is None else format(v, spec)
+
+
+def print_table(rows, columns, note=None) -> None:
+    """A text table: columns are (header, width, cell), cell(row) a str, a negative width aligning
+    left; a dashed line under the header; note, in parentheses, under the rows."""
+    def line(cells):
+        return " ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, (_, w, _) in zip(cells, columns)).rstrip()
+
+    print(line([h for h, _, _ in columns]))
+    print("-" * len(line([h for h, _, _ in columns])))
+    for r in rows:
+        print(line([cell(r) for _, _, cell in columns]))
+    if note:
+        print(f"({note})")
+
+
+def verdict(v) -> str:
+    """A variant's result cell: FAILED (its error), PASS / FAIL where its check gates, else info."""
+    c = v.get("check") or {}
+    if v.get("error"):
+        return "FAILED: " + v["error"][:60]
+    return ("PASS" if c.get("pass") else "FAIL") if c.get("gating") else "info"
+
+
+RESULT_COLUMN = (" result", -1, lambda v: " " + verdict(v))  # print_table's last column of the tracks' variants
 
 
 def print_targets(targets, name_width, title="Targets (this run's numbers only; value = the ratio)", limit_width=7):
@@ -378,11 +439,9 @@ def print_targets(targets, name_width, title="Targets (this run's numbers only; 
               f"{t['op'] + ' ' + format(t['limit'], 'g'):>{limit_width}}  {status}")
 
 
-def add_problem_args(parser, kernelbench, reps, warmup, flush_mb=None):
-    """--reps and --warmup (defaults reps, warmup), --flush-mb where flush_mb (its default) is
-    given, and an int option per size of the problem (defaults: kernelbench's) on a parser."""
-    parser.add_argument("--reps", type=int, default=reps, help="timed repetitions per variant (median reported)")
-    parser.add_argument("--warmup", type=int, default=warmup, help="untimed calls before them")
+def add_problem_args(parser, kernelbench, flush_mb=None):
+    """An int option per size of the problem (defaults: kernelbench's) on a parser, and --flush-mb
+    where flush_mb (its default) is given."""
     if flush_mb is not None:
         parser.add_argument("--flush-mb", type=int, default=flush_mb,
                             help="MB written before each repetition to flush the L2")
@@ -412,7 +471,7 @@ def rung_names(rungs):
     return ", ".join(r["id"] + "_" + r["name"] for r in rungs)
 
 
-# ---- a track script's main --------------------------------------------------------------------------------
+# ---- the run's prerequisites -------------------------------------------------------------------------------
 
 def cuda_torch(script, args):
     """(torch, None) where PyTorch imports and sees a CUDA device; else (None, 0) after
@@ -443,25 +502,3 @@ def ladder_package():
         del sys.modules[name]
         raise
     return module
-
-
-def track_main(script, args, track, problem, selfcheck, compare) -> int:
-    """The main of compare_<track>.py after its arguments: skips without torch or a GPU; builds or
-    loads the extension with the track (conv_pool_ladder.<track>, load_extension(with_<track>=
-    True)); then selfcheck or compare(torch, module, args, rungs). Exit 1 when the build fails."""
-    torch, skipped = cuda_torch(script, args)
-    if torch is None:
-        return skipped
-    ladder_package()
-    module = importlib.import_module(f"conv_pool_ladder.{track}")
-    try:
-        script.log("building the extension (first build: a few minutes)")
-        import conv_pool_ladder as cpl
-
-        cpl.load_extension([], verbose=args.verbose_build, **{f"with_{track}": True})
-        rungs = module.list_rungs()
-    except Exception as e:
-        print(f"{script.name}: FAILED to build or load the problem-{problem} operators:\n{e}", file=sys.stderr)
-        script.write_json(args.json, {"skipped": False, "build_error": str(e)})
-        return 1
-    return (selfcheck if args.selfcheck else compare)(torch, module, args, rungs)

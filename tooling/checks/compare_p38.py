@@ -1,8 +1,8 @@
 """Problem 38 (tracks/p38_spatial_softmax) side by side with PyTorch, in one run on one GPU.
 
-    python3 scripts/compare_p38.py --selfcheck                     # first: every rung, small problems
-    python3 scripts/compare_p38.py --reps 5 --json /tmp/p38.json   # KernelBench's sizes
-    python3 scripts/compare_p38.py --batch 4 --rungs 05,07         # smaller; some rungs
+    python3 scripts/compare.py --problem 38 --selfcheck                 # first: every rung, small problems
+    python3 scripts/compare.py --problem 38 --reps 5 --json /tmp/p38.json   # KernelBench's sizes
+    python3 scripts/compare.py --problem 38 --batch 4 --rungs 05,07         # smaller; some rungs
 
 The problem: KernelBench level 2, problem 38 (python/conv_pool_ladder/p38.py: AvgPool3d ->
 ConvTranspose3d -> clamp -> softmax over D*H*W per (sample, channel) -> * scale), at
@@ -75,18 +75,17 @@ commit among them).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
-import sys
 import time
 
 from . import compare_common as cc
-from .compare_common import (agreement, conv_macs, conv_transpose_out_size, fp32_round, num as _num, peak_memory,
-                            pool_out_size, triple)
+from .compare_common import agreement, fp32_round, num as _num, peak_memory, triple
 
 SCRIPT = cc.Script("compare_p38")
 log, write_json = SCRIPT.log, SCRIPT.write_json
+TITLE = "problem 38's GPU rungs against PyTorch (KernelBench L2 P38), one GPU"
+REPS, WARMUP, TRACK, MINIMUMS = 10, 2, "p38", {"check_samples": 1}
 
 FP32_U = 2.0 ** -24          # fp32 unit roundoff
 LAMBDA = 8.0                 # tolerance.hpp's kProbabilisticLambda
@@ -102,25 +101,8 @@ KERNELBENCH = {"batch": 32, "in_channels": 32, "out_channels": 64, "depth": 32, 
 # ---- sizes and counts: plain Python, no torch (scripts/test_compare_p38.py tests them) -------------
 
 def problem_sizes(p):
-    """Derived sizes of a problem dict (keys of KERNELBENCH, plus optional pool_stride,
-    pool_padding, ceil_mode, dilation, groups): pooled and output sizes, element and byte
-    counts (float32), S, conv_macs."""
-    in_size = (p["depth"], p["height"], p["width"])
-    pk = triple(p["pool_kernel_size"])
-    ps = triple(p.get("pool_stride") or pk)
-    pp = triple(p.get("pool_padding", 0))
-    ceil = bool(p.get("ceil_mode", False))
-    k, s, pad = triple(p["kernel_size"]), triple(p["stride"]), triple(p["padding"])
-    op, d = triple(p["output_padding"]), triple(p.get("dilation", 1))
-    groups = int(p.get("groups", 1))
-    pooled = tuple(pool_out_size(in_size[a], pk[a], ps[a], pp[a], ceil_mode=ceil) for a in range(3))
-    out = tuple(conv_transpose_out_size(pooled[a], k[a], s[a], pad[a], op[a], d[a]) for a in range(3))
-    spatial = out[0] * out[1] * out[2]
-    x_elems = p["batch"] * p["in_channels"] * in_size[0] * in_size[1] * in_size[2]
-    out_elems = p["batch"] * p["out_channels"] * spatial
-    return {"in_size": in_size, "pooled_size": pooled, "out_size": out, "spatial": spatial,
-            "x_elems": x_elems, "out_elems": out_elems, "x_bytes": 4 * x_elems, "out_bytes": 4 * out_elems,
-            "conv_macs": conv_macs(p["batch"], p["in_channels"], p["out_channels"], groups, pooled, out, k, s, pad, d)}
+    """compare_common.problem_sizes with the pool first, as problem 38 computes."""
+    return cc.problem_sizes(p, pool_first=True)
 
 
 def compute_floor_ms(macs, peak_tflops):
@@ -253,29 +235,17 @@ def output_tolerance(m64, xs):
 
 # ---- the run --------------------------------------------------------------------------------------
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description="Problem 38's GPU rungs against PyTorch (KernelBench L2 P38), "
-                                            "one GPU. See the module docstring.")
-    p.add_argument("--selfcheck", action="store_true", help="small problems, every rung against float64; exit 1 "
-                                                           "on any failure (run this first)")
+def add_args(p) -> None:
+    """Problem 38's options (compare.py adds the shared ones)."""
     p.add_argument("--rungs", default="all", help="GPU rungs by number or name, comma-separated (default: all)")
-    cc.add_problem_args(p, KERNELBENCH, reps=10, warmup=2)
+    cc.add_problem_args(p, KERNELBENCH)
     p.add_argument("--clamp-min", type=float, default=KERNELBENCH["clamp_min"])
     p.add_argument("--clamp-max", type=float, default=KERNELBENCH["clamp_max"])
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check-samples", type=int, default=2,
                    help="samples checked against float64 (every channel of each; default 2: first and last)")
     p.add_argument("--fp32-peak-tflops", type=float, default=None,
                    help="FP32 FMA peak for the compute floor (default: from the device's properties, "
                         "common/device.cpp's formula)")
-    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    p.add_argument("--compile-mode", default="default")
-    p.add_argument("--json", metavar="FILE", help="write every result as JSON")
-    p.add_argument("--verbose-build", action="store_true", help="show the extension's build output")
-    args = p.parse_args(argv)
-    if args.reps < 1 or args.warmup < 0 or args.check_samples < 1:
-        p.error("--reps and --check-samples must be >= 1, --warmup >= 0")
-    return args
 
 
 def resolve_rungs(spec, rungs):
@@ -300,10 +270,6 @@ def make_models(torch, p38, problem, seed, rung_ids):
     x = torch.rand(problem["batch"], problem["in_channels"], problem["depth"], problem["height"], problem["width"],
                    device="cuda")
     return model, news, x
-
-
-def main(argv=None) -> int:
-    return cc.track_main(SCRIPT, parse_args(argv), "p38", 38, selfcheck, compare)
 
 
 # ---- the comparison ------------------------------------------------------------------------------------
@@ -475,20 +441,17 @@ def print_report(result):
           f"flushed before each; peak = torch.cuda.max_memory_allocated() over one call, inputs and parameters "
           f"included; error on samples {result['checked_samples']} (every channel), x tol = worst |error| / "
           f"its derived bound")
-    hdr = (f"{'variant':<42} {'median ms':>10} {'min ms':>9} {'peak MB':>9} {'call MB':>9} {'max |err|':>10} "
-           f"{'x tol':>9}  result")
-    print(hdr)
-    print("-" * len(hdr))
-    for v in result["variants"]:
-        c = v.get("check") or {}
-        res = "FAILED: " + v["error"][:60] if v.get("error") else (
-            ("PASS" if c.get("pass") else "FAIL") if c.get("gating") else "info")
-        print(f"{v['variant']:<42} {_num(v.get('median_ms'), '.4f'):>10} {_num(v.get('min_ms'), '.4f'):>9} "
-              f"{_num(v.get('peak_bytes') and v['peak_bytes'] / 1e6, '.1f'):>9} "
-              f"{_num(v.get('peak_above_baseline_bytes') and v['peak_above_baseline_bytes'] / 1e6, '.1f'):>9} "
-              f"{_num(c.get('max_abs_err'), '.2e'):>10} {_num(c.get('worst_ratio'), '.3g'):>9}  {res}")
-    print("(call MB: the peak above what was resident before the call; the convt_* rows are checked against the "
-          "float64 convolution)")
+    def mb(v, key):
+        return _num(v.get(key) and v[key] / 1e6, ".1f")
+
+    cc.print_table(result["variants"], [
+        ("variant", -42, lambda v: v["variant"]), ("median ms", 10, lambda v: _num(v.get("median_ms"), ".4f")),
+        ("min ms", 9, lambda v: _num(v.get("min_ms"), ".4f")), ("peak MB", 9, lambda v: mb(v, "peak_bytes")),
+        ("call MB", 9, lambda v: mb(v, "peak_above_baseline_bytes")),
+        ("max |err|", 10, lambda v: _num((v.get("check") or {}).get("max_abs_err"), ".2e")),
+        ("x tol", 9, lambda v: _num((v.get("check") or {}).get("worst_ratio"), ".3g")), cc.RESULT_COLUMN],
+        "call MB: the peak above what was resident before the call; the convt_* rows are checked against the "
+        "float64 convolution")
     print()
     print(f"floors: read x {f['read_x_ms']:.4f} ms ({f['read_gbps']:.0f} GB/s, {f['read_x_what']}), write output "
           f"{f['write_out_ms']:.4f} ms ({f['write_gbps']:.0f} GB/s, {f['write_out_what']}): memory floor "
@@ -631,6 +594,3 @@ def selfcheck(torch, p38, args, rungs) -> int:
              f"(output_tolerance)")
     return cc.report_selfcheck(SCRIPT, args, meta, title, results, with_max_err=True)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

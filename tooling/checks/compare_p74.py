@@ -1,9 +1,9 @@
 """Problem 74 (tracks/p74_backward), forward and backward, side by side with PyTorch, in one run
 on one GPU.
 
-    python3 scripts/compare_p74.py --selfcheck                    # first: every rung, every gradient
-    python3 scripts/compare_p74.py --json /tmp/p74.json           # KernelBench's sizes, timing
-    python3 scripts/compare_p74.py --batch 4 --forward-rungs 03,04 --backward-rungs 08,09
+    python3 scripts/compare.py --problem 74 --selfcheck                # first: every rung, every gradient
+    python3 scripts/compare.py --problem 74 --json /tmp/p74.json           # KernelBench's sizes, timing
+    python3 scripts/compare.py --problem 74 --batch 4 --forward-rungs 03,04 --backward-rungs 08,09
 
 The problem: KernelBench level 2, problem 74 (python/conv_pool_ladder/p74.py: ConvTranspose3d ->
 LeakyReLU(0.2) -> * multiplier (out_channels, 1, 1, 1) -> LeakyReLU(0.2) -> MaxPool3d(2)), at
@@ -81,21 +81,19 @@ Progress on stderr, results on stdout; --json FILE writes everything.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
-import sys
 import time
 import traceback
 import warnings
 
 from . import compare_common as cc
-from .compare_common import (agreement, conv_macs, conv_transpose_out_size, fp32_round, num as _num, peak_memory,
-                            triple)
-from .compare_common import pool_out_size as max_pool_out_size
+from .compare_common import agreement, fp32_round, num as _num, peak_memory, triple
 
 SCRIPT = cc.Script("compare_p74")
 log, write_json = SCRIPT.log, SCRIPT.write_json
+TITLE = "problem 74's GPU rungs, forward and backward, against PyTorch (KernelBench L2 P74), one GPU"
+REPS, WARMUP, TRACK, MINIMUMS = 20, 3, "p74", {"flush_mb": 0}
 
 FP32_U = 2.0 ** -24   # fp32 unit roundoff
 LAMBDA = 8.0          # the probabilistic bound's lambda, as the other tracks
@@ -127,28 +125,8 @@ KERNELBENCH = {"batch": 16, "in_channels": 16, "out_channels": 32, "depth": 16, 
 # ---- sizes, counts, windows, targets: plain Python, no torch (scripts/test_compare_p74.py) ---------
 
 def problem_sizes(p):
-    """Derived sizes of a problem dict (KERNELBENCH's keys, plus optional dilation, groups,
-    pool_stride, pool_padding, pool_dilation, ceil_mode): conv and pooled sizes, element and
-    float32 byte counts, conv_macs."""
-    in_size = (p["depth"], p["height"], p["width"])
-    k, s, pad = triple(p["kernel_size"]), triple(p["stride"]), triple(p["padding"])
-    op, d = triple(p["output_padding"]), triple(p.get("dilation", 1))
-    groups = int(p.get("groups", 1))
-    pk = triple(p["pool_kernel_size"])
-    ps = triple(p.get("pool_stride") or pk)
-    pp, pd = triple(p.get("pool_padding", 0)), triple(p.get("pool_dilation", 1))
-    ceil = bool(p.get("ceil_mode", False))
-    conv = tuple(conv_transpose_out_size(in_size[a], k[a], s[a], pad[a], op[a], d[a]) for a in range(3))
-    out = tuple(max_pool_out_size(conv[a], pk[a], ps[a], pp[a], pd[a], ceil) for a in range(3))
-    b, cin, cout = p["batch"], p["in_channels"], p["out_channels"]
-    x_elems = b * cin * math.prod(in_size)
-    conv_elems = b * cout * math.prod(conv)
-    out_elems = b * cout * math.prod(out)
-    weight_elems = cin * (cout // groups) * math.prod(k)
-    return {"in_size": in_size, "conv_size": conv, "out_size": out, "x_elems": x_elems, "conv_elems": conv_elems,
-            "out_elems": out_elems, "weight_elems": weight_elems, "x_bytes": 4 * x_elems,
-            "conv_bytes": 4 * conv_elems, "out_bytes": 4 * out_elems, "pool_window": math.prod(pk),
-            "conv_macs": conv_macs(b, cin, cout, groups, in_size, conv, k, s, pad, d)}
+    """compare_common.problem_sizes with the pool last, as problem 74 computes."""
+    return cc.problem_sizes(p, pool_first=False)
 
 
 def in_family(p) -> bool:
@@ -217,26 +195,13 @@ def resolve_rungs(spec, rungs, direction):
                          f"{cc.rung_names(avail) or 'none'})") from None
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description="Problem 74's GPU rungs, forward and backward, against PyTorch "
-                                            "(KernelBench L2 P74), one GPU. See the module docstring.")
-    p.add_argument("--selfcheck", action="store_true",
-                   help="small problems and KernelBench's, every rung and gradient against float64, gradcheck; "
-                        "exit 1 on any failure (run this first)")
+def add_args(p) -> None:
+    """Problem 74's options (compare.py adds the shared ones)."""
     p.add_argument("--forward-rungs", default="all", help="forward rungs by number or name, comma-separated")
     p.add_argument("--backward-rungs", default="all", help="backward rungs by number or name, comma-separated")
-    cc.add_problem_args(p, KERNELBENCH, reps=20, warmup=3, flush_mb=256)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    p.add_argument("--compile-mode", default="default")
+    cc.add_problem_args(p, KERNELBENCH, flush_mb=256)
     p.add_argument("--skip-kernelbench-selfcheck", action="store_true",
                    help="--selfcheck: leave out the KernelBench-sized case")
-    p.add_argument("--json", metavar="FILE", help="write every result as JSON")
-    p.add_argument("--verbose-build", action="store_true", help="show the extension's build output")
-    args = p.parse_args(argv)
-    if args.reps < 1 or args.warmup < 0 or args.flush_mb < 0:
-        p.error("--reps must be >= 1, --warmup and --flush-mb >= 0")
-    return args
 
 
 def problem_of(args):
@@ -473,10 +438,6 @@ def routing_differences(torch, ref, argmax, y_saved):
 
 # ---- the extension and the models (torch) -----------------------------------------------------------
 
-def main(argv=None) -> int:
-    return cc.track_main(SCRIPT, parse_args(argv), "p74", 74, selfcheck, compare)
-
-
 # ---- the comparison (default mode) -------------------------------------------------------------------
 
 def compare(torch, p74, args, rungs) -> int:
@@ -684,28 +645,21 @@ def print_report(result):
     print(f"median of {m['reps']} calls after {m['warmup']} warm-up, CUDA events, L2 flushed before each by a "
           f"{m['flush_bytes'] / 2**20:.0f} MiB write; forward under no_grad; peak = max_memory_allocated over one "
           f"forward+backward, inputs, grad_out and parameters included")
-    hdr = (f"{'variant':<44} {'fwd ms':>9} {'fwd+bwd ms':>11} {'peak MB':>9} {'call MB':>9} {'x tol':>9}  result")
-    print(hdr)
-    print("-" * len(hdr))
-    for v in result["variants"]:
+    def ratio(v):
         c = v.get("check") or {}
-        if v.get("error"):
-            res = "FAILED: " + v["error"][:60]
-        else:
-            res = ("PASS" if c.get("pass") else "FAIL") if c.get("gating") else "info"
-        if "worst_ratio" in c:
-            ratio = c["worst_ratio"]
-        elif v["kind"] == "forward":
-            ratio = max((c.get(k) or {}).get("worst_ratio", 0.0) for k in ("out", "y_saved", "out_from_y_saved"))
-        elif v["kind"] == "pair":
-            ratio = max((c.get(k) or {}).get("worst_ratio", 0.0) for k in GRAD_NAMES)
-        else:
-            ratio = None
-        print(f"{v['variant']:<44} {_num(_ms(v, 'forward'), '.4f'):>9} {_num(_ms(v, 'train'), '.4f'):>11} "
-              f"{_num(_mb(v.get('peak_train_bytes')), '.1f'):>9} "
-              f"{_num(_mb(v.get('peak_above_baseline_train_bytes')), '.1f'):>9} {_num(ratio, '.3g'):>9}  {res}")
-    print("(x tol: worst |error| / its derived bound; forward rungs: out, y_saved and out from y_saved; pairs: the "
-          "four gradients; PyTorch: out, information)")
+        parts = {"forward": ("out", "y_saved", "out_from_y_saved"), "pair": GRAD_NAMES}.get(v["kind"])
+        if "worst_ratio" in c or not parts:
+            return _num(c.get("worst_ratio"), ".3g")
+        return _num(max((c.get(k) or {}).get("worst_ratio", 0.0) for k in parts), ".3g")
+
+    cc.print_table(result["variants"], [
+        ("variant", -44, lambda v: v["variant"]), ("fwd ms", 9, lambda v: _num(_ms(v, "forward"), ".4f")),
+        ("fwd+bwd ms", 11, lambda v: _num(_ms(v, "train"), ".4f")),
+        ("peak MB", 9, lambda v: _num(_mb(v.get("peak_train_bytes")), ".1f")),
+        ("call MB", 9, lambda v: _num(_mb(v.get("peak_above_baseline_train_bytes")), ".1f")),
+        ("x tol", 9, ratio), cc.RESULT_COLUMN],
+        "x tol: worst |error| / its derived bound; forward rungs: out, y_saved and out from y_saved; pairs: the "
+        "four gradients; PyTorch: out, information")
     print()
     cc.print_targets(result["targets"], 100)
     print()
@@ -1070,6 +1024,3 @@ def selfcheck(torch, p74, args, rungs) -> int:
              f"{', '.join(bwd_ids)}")
     return cc.report_selfcheck(SCRIPT, args, meta, title, results, got_words=("argmax",))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool-only", type=Path, default=REPO / "results" / "pool_only_h200.json",
                     help="a `ladder --pool-only --json` file; 'none' to leave it out")
     ap.add_argument("--pytorch", type=Path, default=REPO / "results" / "pytorch_h200.json",
-                    help="a scripts/compare_pytorch.py --json file; 'none' to leave it out")
+                    help="a scripts/compare.py --problem 42 --json file; 'none' to leave it out")
     ap.add_argument("--gpus", default=",".join(DEFAULT_GPUS),
                     help=f"comma-separated GPU classes (known: {', '.join(SPECS)})")
     mode = ap.add_mutually_exclusive_group()

@@ -5,7 +5,7 @@ Shared by update_results.py, the plots (plots/) and notebooks/ladder.ipynb.
 Inputs (all in one results directory, default results/, or $LADDER_RESULTS_DIR):
   * `build/ladder --json FILE` outputs (one per GPU, e.g. results/ladder_h200.json): recognised by
     their "stages" and "floor_ms" keys. Schema: ladder/report.cpp, write_json().
-  * optionally scripts/compare_pytorch.py --json outputs (e.g. results/pytorch_h200.json):
+  * optionally scripts/compare.py --problem 42 --json outputs (e.g. results/pytorch_h200.json):
     recognised by "timings" and "meta" keys; a skipped run ({"skipped": true}) is ignored.
   * optionally ladder/floor_sweep.cu outputs (results/floor_sweep_<gpu>.txt: "key: value" lines,
     then a table, per section) and the Nsight Compute metrics of the floor kernel
@@ -164,7 +164,7 @@ class PyTorchRun:
         return None
 
     def stage_timing(self, stage_id: str) -> dict | None:
-        """compare_pytorch.py's own timing of a stage (kind "stage", variant "stage NN ...")."""
+        """compare.py --problem 42's own timing of a stage (kind "stage", variant "stage NN ...")."""
         for t in self.timings:
             if t.get("kind") == "stage" and re.match(rf"stage {re.escape(stage_id)}\b", str(t.get("variant", ""))):
                 if _num(t.get("median_ms")) is not None:
@@ -490,7 +490,7 @@ class LadderRun(_RecordedDevice):
 
     def vs_pytorch(self, s: Stage, kind: str) -> tuple[float | None, bool]:
         """(speedup over PyTorch `kind` ('eager' or 'compile'), same_run). same_run is True when
-        compare_pytorch.py timed this stage itself; otherwise PyTorch's median from its run is
+        compare.py --problem 42 timed this stage itself; otherwise PyTorch's median from its run is
         divided by this ladder run's total."""
         if not self.pytorch or not s.total_ms:
             return None, False
@@ -699,7 +699,7 @@ def load(directory=None, warn=True):
             torches.append(PyTorchRun(path, str(data["meta"].get("device", "")), data["meta"],
                                       [t for t in data.get("timings") or [] if isinstance(t, dict)]))
         elif warn and not data.get("skipped"):
-            print(f"warning: {path}: neither a ladder nor a compare_pytorch.py result; skipped", file=sys.stderr)
+            print(f"warning: {path}: neither a ladder nor a compare.py --problem 42 result; skipped", file=sys.stderr)
     for run in ladders:
         for t in torches:
             if t.device and t.device.strip() == run.gpu_name and _same_problem(run.data, t.meta):

@@ -5,7 +5,7 @@
     python3 scripts/update_results.py --print    # print the blocks, change nothing
 
 Reads every results/*.json (or --results DIR, or $LADDER_RESULTS_DIR): `build/ladder --json`
-outputs, one table per file, and optionally scripts/compare_pytorch.py --json outputs, matched to a
+outputs, one table per file, and optionally scripts/compare.py --problem 42 --json outputs, matched to a
 ladder run by GPU name and problem, and ladder/floor_sweep.cu outputs (results/floor_sweep_<gpu>.txt)
 and the floor kernel's Nsight Compute metrics (profiles/data/floor_streaming_read.txt) for the
 notes. Every number in the block comes from those files; the GPU name comes from the ladder
@@ -31,7 +31,7 @@ only the number):
 
 EXPR: operands and + - * / ( ), separated by spaces. An operand is a number or FILE#PATH, FILE
 relative to the repository root (or an alias: ladder, v1, pool, torch, torch_v1 = the committed
-H200 ladder, ladder --kernelbench-v1, --pool-only, compare_pytorch and small compare_pytorch
+H200 ladder, ladder --kernelbench-v1, --pool-only, compare.py --problem 42 and small compare.py --problem 42
 runs; see ALIASES), PATH for a .json file keys and list steps, `[N]` or `[key=value]` (the one
 element whose key has that value): `v1#stages[id=13].total_ms`,
 `torch#per_call.problems[name=kernelbench_v1].timings[kind=model_new].median_us`; for any other
@@ -183,12 +183,12 @@ def run_table(run: lr.LadderRun) -> list:
              "whole run)" + ("; this file predates the ladder's record of the phases a stage changes, so it "
                              "compares totals." if any(s.changes is None for s in run.ran_stages()) else "."))]
     if run.pytorch:
-        cols.append(("vs eager / vs torch.compile", "speedups measured by scripts/compare_pytorch.py in its own "
+        cols.append(("vs eager / vs torch.compile", "speedups measured by scripts/compare.py --problem 42 in its own "
                      "run; † marks numbers from a separate run (PyTorch rows, and ratios of PyTorch's median to "
                      "this table's total for stages that script did not time)."))
     else:
         cols.append(("vs eager / vs torch.compile",
-                     "need a scripts/compare_pytorch.py result for this GPU in results/."))
+                     "need a scripts/compare.py --problem 42 result for this GPU in results/."))
     out += ["The columns:", ""]
     for label, text in cols:
         out += bullet(text, label)

@@ -1,8 +1,8 @@
 """The ladder's stages side by side with PyTorch, in one run on a GPU.
 
-    python3 scripts/compare_pytorch.py --json results/pytorch_h200.json   # KernelBench sizes, the default stages
-    python3 scripts/compare_pytorch.py --stages 09,10,11,12,13              # or by name: async_copy,tensor_cores,...
-    python3 scripts/compare_pytorch.py --small --stages 01,06 --json /tmp/cmp.json
+    python3 scripts/compare.py --problem 42 --json results/pytorch_h200.json  # KernelBench sizes, default stages
+    python3 scripts/compare.py --problem 42 --stages 09,10,11,12,13             # or by name: async_copy,...
+    python3 scripts/compare.py --problem 42 --small --stages 01,06 --json /tmp/cmp.json
 
 Default stages, by name: vectorized_loads, async_copy, tensor_cores, three_tf32, pool_before_conv,
 single_launch, multistage_mma, wgmma, three_tf32_wgmma (05, 09 .. 16); a name without a stage folder
@@ -93,7 +93,6 @@ The JIT build lands under /tmp (LADDER_TORCH_BUILD_DIR overrides); no network is
 
 from __future__ import annotations
 
-import argparse
 import collections
 import copy
 import json
@@ -103,12 +102,10 @@ import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 
 from . import compare_common as cc
 from .compare_common import Timer, abs_error, cudnn_tf32
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FP32_U = 2.0 ** -24
 TF32_U = 2.0 ** -11  # TF32 keeps 10 mantissa bits: unit roundoff of round to nearest
 LAMBDA = 8.0
@@ -119,33 +116,24 @@ DEFAULT_STAGES = ("vectorized_loads,async_copy,tensor_cores,three_tf32,pool_befo
                   "multistage_mma,wgmma,three_tf32_wgmma")
 
 
-SCRIPT = cc.Script("compare_pytorch")
+SCRIPT = cc.Script("compare_p42")
 log, write_json = SCRIPT.log, SCRIPT.write_json
+TITLE = "checks and times the ladder's stages against the PyTorch model (KernelBench L2 P42)"
+REPS, WARMUP, TRACK = 20, 3, None
+MINIMUMS = {"per_call_reps": 1, "per_call_warmup": 0}
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(
-        description="Checks and times the ladder's stages against the PyTorch model (KernelBench L2 P42).")
+def add_args(p) -> None:
+    """Problem 42's options (compare.py adds the shared ones)."""
     p.add_argument("--stages", default=DEFAULT_STAGES,
                    help=f"stage names or numbers, comma-separated, or 'all' (default {DEFAULT_STAGES}; names without a folder are skipped)")
-    p.add_argument("--reps", type=int, default=20, help="timed repetitions per variant; the median is reported")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls first (after torch.compile's compilation)")
     p.add_argument("--small", action="store_true",
                    help="the first KernelBench sizes: batch 128, 3 -> 16, 32x32, x = torch.randn")
-    p.add_argument("--json", metavar="PATH", help="write the results as JSON")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    p.add_argument("--compile-mode", default="default", help="torch.compile mode (default: 'default')")
     p.add_argument("--no-grad-check", action="store_true", help="skip the backward checks")
     p.add_argument("--no-per-call", action="store_true", help="skip the per-call (KernelBench-style) timing")
     p.add_argument("--per-call-reps", type=int, default=100, help="per-call timing: calls timed (median reported)")
     p.add_argument("--per-call-warmup", type=int, default=10, help="per-call timing: untimed calls first")
     p.add_argument("--graph", action="store_true", help="also time each stage replayed from a CUDA graph")
-    p.add_argument("--verbose-build", action="store_true", help="show the ninja/nvcc build output")
-    args = p.parse_args(argv)
-    if args.reps < 1 or args.warmup < 0 or args.per_call_reps < 1 or args.per_call_warmup < 0:
-        p.error("--reps and --per-call-reps must be >= 1, --warmup and --per-call-warmup >= 0")
-    return args
 
 
 # ---- the reference, split where the stages report pooled ----------------------------------------
@@ -438,8 +426,7 @@ def error_checks(torch, stage):
                 torch.cuda.synchronize()
                 rec.update(got="no error", **{"pass": False})
             except Exception as e:  # the check is on the type and the message
-                msg = str(e).splitlines()[0] if str(e) else ""
-                rec.update(got=f"{type(e).__name__}: {msg}", **{"pass": isinstance(e, exc) and text in str(e)})
+                rec.update(got=cc.err(e), **{"pass": isinstance(e, exc) and text in str(e)})
             results.append(rec)
     g = good
     args = (g["weight"], g["conv_bias"], g["bias"], key, 1, 0, 0, 1, 1, 10.0)
@@ -714,12 +701,8 @@ def targets(timings, stage_names) -> list:
 
 # ---- main --------------------------------------------------------------------------------------------
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    torch, skipped = cc.cuda_torch(SCRIPT, args)
-    if torch is None:
-        return skipped
-
+def run(torch, args) -> int:
+    """Steps 1 to 6 of the module docstring, after compare.py's parsing and skips."""
     cpl = cc.ladder_package()
     from conv_pool_ladder.models import Model, ModelNew
     from conv_pool_ladder.ops import run_stage
@@ -755,7 +738,7 @@ def main(argv=None) -> int:
         try:
             ext = cpl.load_extension(stages, verbose=args.verbose_build)
         except Exception as e:
-            print(f"compare_pytorch: FAILED to build the extension:\n{e}", file=sys.stderr)
+            print(f"{SCRIPT.name}: FAILED to build the extension:\n{e}", file=sys.stderr)
             result["build_error"] = str(e)
             write_json(args.json, result)
             return 1
@@ -866,84 +849,68 @@ def main(argv=None) -> int:
     meta["l2_bytes"] = timer.l2_bytes
     timings = result["timings"]
 
-    def timed(name, fn, kind, **fields):
+    def timed(name, kind, fn, measure=timer, **fields):
+        """measure(fn) recorded as a timing; an error is recorded (and logged), never raised."""
         log(f"timing {name}")
         try:
-            t = timer(fn)
+            t = measure(fn)
         except Exception as e:
-            log(f"{name} failed: {type(e).__name__}: {e}")
-            timings.append({"variant": name, "kind": kind, **fields, "error": f"{type(e).__name__}: {e}"})
-            return
-        t.update(variant=name, kind=kind, **fields)
-        timings.append(t)
+            log(f"{name} failed: {cc.err(e)}")
+            t = {"error": cc.err(e)}
+        timings.append({"variant": name, "kind": kind, **fields, **t})
 
-    def kernel_timing(name, fn):
-        """The convolution kernel's own device time per call, through torch.profiler (kind
-        cudnn_kernel); an error is recorded, never raised."""
-        log(f"profiling {name}")
-        try:
-            t = pick_conv_kernel(profile_kernels(torch, fn, args.warmup, args.reps, timer.flush), args.reps)
-        except Exception as e:
-            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            log(f"{name} failed: {msg}")
-            timings.append({"variant": name, "kind": "cudnn_kernel", "error": msg})
-            return
-        timings.append({"variant": name, "kind": "cudnn_kernel", **t,
-                        "method": "torch.profiler, one session per call, L2 flushed before each; the "
-                                  "largest convolution-like kernel per call (is_conv_kernel)"})
+    def conv_kernel(fn):
+        """The convolution kernel's own device time per call, through torch.profiler (kind cudnn_kernel)."""
+        return {**pick_conv_kernel(profile_kernels(torch, fn, args.warmup, args.reps, timer.flush), args.reps),
+                "method": "torch.profiler, one session per call, L2 flushed before each; the largest "
+                          "convolution-like kernel per call (is_conv_kernel)"}
+
+    def compiled_model(_):
+        log(f"torch.compile (mode={args.compile_mode}): compiling")
+        compiled = torch.compile(model, mode=args.compile_mode)
+        t0 = time.monotonic()
+        compiled(x)
+        torch.cuda.synchronize()
+        meta["compile_seconds"] = time.monotonic() - t0
+        return timer(lambda: compiled(x))
 
     meta["cudnn_enabled"] = bool(torch.backends.cudnn.enabled)
     with torch.no_grad():
-        timed("PyTorch eager (TF32 conv, default)", lambda: model(x), "eager")
+        timed("PyTorch eager (TF32 conv, default)", "eager", lambda: model(x))
         with cudnn_tf32(False):
-            timed("PyTorch eager, TF32 off", lambda: model(x), "eager_fp32")
+            timed("PyTorch eager, TF32 off", "eager_fp32", lambda: model(x))
         # The convolution alone, as cuDNN computes it for the Model: what the stages' conv competes with.
         with cudnn_tf32(True):
-            timed(REFERENCE_LABELS["convt_tf32"], lambda: ct(x), "convt_tf32")
+            timed(REFERENCE_LABELS["convt_tf32"], "convt_tf32", lambda: ct(x))
         with cudnn_tf32(False):
-            timed(REFERENCE_LABELS["convt_fp32"], lambda: ct(x), "convt_fp32")
+            timed(REFERENCE_LABELS["convt_fp32"], "convt_fp32", lambda: ct(x))
         # channels_last: the layout cuDNN's tensor-core (implicit GEMM) kernels read natively; x is
         # converted once here, untimed (a Model taking NCHW x would pay it on every call).
         try:
             ct_cl = copy.deepcopy(ct).to(memory_format=torch.channels_last)
             x_cl = x.contiguous(memory_format=torch.channels_last)
         except Exception as e:  # e.g. out of memory for the second copy of x
-            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            log(f"channels_last copies failed: {msg}")
+            log(f"channels_last copies failed: {cc.err(e)}")
             for kind in ("convt_tf32_cl", "cudnn_kernel"):
-                timings.append({"variant": REFERENCE_LABELS[kind], "kind": kind, "error": msg})
+                timings.append({"variant": REFERENCE_LABELS[kind], "kind": kind, "error": cc.err(e)})
         else:
             with cudnn_tf32(True):
-                timed(REFERENCE_LABELS["convt_tf32_cl"], lambda: ct_cl(x_cl), "convt_tf32_cl")
-                kernel_timing(REFERENCE_LABELS["cudnn_kernel"], lambda: ct_cl(x_cl))
+                timed(REFERENCE_LABELS["convt_tf32_cl"], "convt_tf32_cl", lambda: ct_cl(x_cl))
+                timed(REFERENCE_LABELS["cudnn_kernel"], "cudnn_kernel", lambda: ct_cl(x_cl), conv_kernel)
             ct_cl = x_cl = None  # freed (not del: the lambdas above refer to them)
             torch.cuda.empty_cache()
         if not args.no_compile:
-            log(f"torch.compile (mode={args.compile_mode}): compiling")
-            try:
-                compiled = torch.compile(model, mode=args.compile_mode)
-                t0 = time.monotonic()
-                compiled(x)
-                torch.cuda.synchronize()
-                meta["compile_seconds"] = time.monotonic() - t0
-                timed("torch.compile", lambda: compiled(x), "compile")
-            except Exception as e:
-                msg = f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                log(msg)
-                result["notes"].append(msg)
-                timings.append({"variant": "torch.compile", "kind": "compile", "error": msg})
+            timed("torch.compile", "compile", None, compiled_model)
+            if "error" in timings[-1]:
+                result["notes"].append(f"torch.compile failed: {timings[-1]['error']}")
         for s in stages:
             name = stage_label(s, meta["stage_names"])
-            timed(name, lambda s=s: run_stage(s, x, ct.weight, ct.bias, model.bias), "stage", stage=s)
+            fn = (lambda s=s: run_stage(s, x, ct.weight, ct.bias, model.bias))
+            timed(name, "stage", fn, stage=s)
             if args.graph:
-                try:
-                    g = graph_of(torch, lambda s=s: run_stage(s, x, ct.weight, ct.bias, model.bias))
-                    timed(name + " (CUDA graph)", g.replay, "stage_graph")
-                except Exception as e:
-                    timings.append({"variant": name + " (CUDA graph)", "kind": "stage_graph",
-                                    "error": f"{type(e).__name__}: {e}"})
+                timed(name + " (CUDA graph)", "stage_graph", fn, lambda f: timer(graph_of(torch, f).replay))
         if model_new is not None:
-            timed(f"ModelNew ({new_id} {ModelNew.stage}, C++ operator)", lambda: model_new(x), "model_new")
+            timed(f"ModelNew ({new_id} {ModelNew.stage}, C++ operator)", "model_new", lambda: model_new(x))
 
     # Ratios: speedup = reference median / this median.
     ref = {t["kind"]: t["median_ms"] for t in timings if "median_ms" in t and t["kind"] in ("eager", "eager_fp32", "compile")}
@@ -1015,22 +982,15 @@ def print_report(result) -> None:
     print()
     print(f"Timing: median of {meta['reps']} calls after {meta['warmup']} warm-up, CUDA events, L2 "
           f"({meta['l2_bytes'] / 1e6:.0f} MB) flushed before each, torch.no_grad()")
-    w = max([40] + [len(t["variant"]) for t in result["timings"]])
-    hdr = f"{'variant':<{w}} {'median ms':>10} {'min ms':>9} {'vs eager':>9} {'vs TF32 off':>12} {'vs compile':>11}"
-    print(hdr)
-    print("-" * len(hdr))
-    for t in result["timings"]:
-        if "error" in t:
-            print(f"{t['variant']:<{w}} {'failed':>10}  {t['error'][:80]}")
-            continue
+    def ratio(kind):
+        return lambda t: cc.num(t.get(f"speedup_vs_{kind}"), ".2f") + ("x" if t.get(f"speedup_vs_{kind}") else "")
 
-        def ratio(kind):
-            v = t.get(f"speedup_vs_{kind}")
-            return f"{v:.2f}x" if v is not None else "-"
-
-        print(f"{t['variant']:<{w}} {t['median_ms']:>10.4f} {t['min_ms']:>9.4f} {ratio('eager'):>9} "
-              f"{ratio('eager_fp32'):>12} {ratio('compile'):>11}")
-    print("(ratios are speedups: the reference's median over this row's median)")
+    cc.print_table(result["timings"], [
+        ("variant", -max([40] + [len(t["variant"]) for t in result["timings"]]), lambda t: t["variant"]),
+        ("median ms", 10, lambda t: "failed" if "error" in t else f"{t['median_ms']:.4f}"),
+        ("min ms", 9, lambda t: f"{t['min_ms']:.4f}" if "min_ms" in t else " " + t["error"][:80]),
+        ("vs eager", 9, ratio("eager")), ("vs TF32 off", 12, ratio("eager_fp32")), ("vs compile", 11, ratio("compile"))],
+        "ratios are speedups: the reference's median over this row's median")
     for t in result["timings"]:
         if t.get("kind") == "cudnn_kernel" and "kernel" in t:
             print(kernel_line(t))
@@ -1080,12 +1040,10 @@ def print_accuracy_and_targets(result) -> None:
     rows = result.get("accuracy_vs_speed") or []
     if rows:
         print("Accuracy against speed: max |error| against the fp64 Model (step 3), median ms (step 4)")
-        hdr = f"{'variant':<40} {'median ms':>10} {'pooled err':>11} {'y err':>10}"
-        print(hdr)
-        print("-" * len(hdr))
-        for r in rows:
-            print(f"{r['variant']:<40} {num(r['median_ms'], '.4f'):>10} {num(r['max_abs_err_pooled'], '.2e'):>11} "
-                  f"{num(r['max_abs_err_y'], '.2e'):>10}")
+        cc.print_table(rows, [("variant", -40, lambda r: r["variant"]),
+                              ("median ms", 10, lambda r: num(r["median_ms"], ".4f")),
+                              ("pooled err", 11, lambda r: num(r["max_abs_err_pooled"], ".2e")),
+                              ("y err", 10, lambda r: num(r["max_abs_err_y"], ".2e"))])
         print()
     tg = result.get("targets") or []
     if tg:
@@ -1094,6 +1052,3 @@ def print_accuracy_and_targets(result) -> None:
                          limit_width=8)
         print()
 
-
-if __name__ == "__main__":
-    sys.exit(main())
