@@ -239,63 +239,95 @@ function(ladder_add_stage id)
   target_link_libraries(stage_${folder} PRIVATE stage_${id} ladder_main ladder_warnings)
 endfunction()
 
-# A track's rungs, the same rule for files: under tracks/<track>/rungs/, NN_name.cu (a GPU rung)
-# or NN_name.cpp (the CPU rung) is the track's rung NN, named `name`. Its number and name are
-# written nowhere else: the file is compiled with LADDER_RUNG_ID="NN", LADDER_RUNG_NAME="name" and
-# LADDER_RUNG_SYMBOL=rung_NN (common/toolkit/rung_id.hpp checks they are there), and the
-# generated registry defines <namespace>::rungs() over rung_NN() of every file, in number order.
+# A track's rungs, the same rule as stages: under tracks/<track>/rungs/, a folder NN_name/ is the
+# track's rung NN, named `name`. It holds the rung's one source file (a .cu file for a GPU rung, a
+# .cpp file for the CPU rung; any name, e.g. block_tree.cu), its rung.json (grader/rung_meta.py)
+# and any header of its own. Its number and name are written nowhere else: the source is compiled
+# with LADDER_RUNG_ID="NN", LADDER_RUNG_NAME="name" and LADDER_RUNG_SYMBOL=rung_NN
+# (common/toolkit/rung_id.hpp checks they are there), and the generated registry defines
+# <namespace>::rungs() over rung_NN() of every folder, in number order. Anything else under rungs/
+# (a loose file, a misnamed folder, a folder with no source or two) stops the configuration, as a
+# stray entry under stages/ does.
 #
 # ladder_discover_track_rungs(<rungs dir>): sets LADDER_RUNG_IDS (sorted) and, per id,
-# LADDER_RUNG_FILE_<id> (absolute path) and LADDER_RUNG_NAME_<id>. Fails on a misnamed file or
-# two files with one number.
+# LADDER_RUNG_FOLDER_<id> (the folder's name), LADDER_RUNG_FILE_<id> (its source, absolute path)
+# and LADDER_RUNG_NAME_<id>.
 function(ladder_discover_track_rungs rungs_dir)
   set(depends)
   if(NOT CMAKE_SCRIPT_MODE_FILE)
-    set(depends CONFIGURE_DEPENDS)
+    set(depends CONFIGURE_DEPENDS)  # a new or renamed rung folder reconfigures at the next build
   endif()
-  file(GLOB files ${depends} ${rungs_dir}/*.cu ${rungs_dir}/*.cpp)  # NN_name.json beside a rung: its metadata
-  list(SORT files)
+  if(NOT IS_DIRECTORY ${rungs_dir})
+    message(FATAL_ERROR "no rungs folder ${rungs_dir}")
+  endif()
+  file(GLOB entries LIST_DIRECTORIES true ${depends} ${rungs_dir}/*)
+  list(SORT entries)
   set(ids)
-  foreach(f IN LISTS files)
-    _ladder_rung_file(${f} id name)
+  foreach(entry IN LISTS entries)
+    get_filename_component(folder ${entry} NAME)
+    if(folder MATCHES "^\\.")
+      continue()
+    endif()
+    if(NOT IS_DIRECTORY ${entry} OR NOT folder MATCHES "^([0-9][0-9])_([A-Za-z0-9_]+)$")
+      message(FATAL_ERROR "${entry}: everything under a track's rungs/ is a rung folder NN_name/ (two digits, an "
+                          "underscore, letters, digits and underscores) holding the rung's source and rung.json; "
+                          "move or rename it")
+    endif()
+    set(id ${CMAKE_MATCH_1})
+    set(name ${CMAKE_MATCH_2})
     if(id IN_LIST ids)
-      message(FATAL_ERROR "${f} and ${LADDER_RUNG_FILE_${id}} have the same number ${id}")
+      message(FATAL_ERROR "${rungs_dir}/${folder} and ${rungs_dir}/${LADDER_RUNG_FOLDER_${id}} have the same number ${id}: "
+                          "every rung needs its own")
+    endif()
+    file(GLOB sources ${depends} ${entry}/*.cu ${entry}/*.cpp)
+    list(LENGTH sources count)
+    if(NOT count EQUAL 1)
+      message(FATAL_ERROR "${entry}: a rung folder holds one source file (.cu, or .cpp for the CPU rung); found ${count}")
+    endif()
+    get_filename_component(file ${sources} NAME)
+    if(NOT file MATCHES "^[A-Za-z0-9_.+-]+$")
+      message(FATAL_ERROR "${sources}: source names may hold only letters, digits and _.+-")
     endif()
     list(APPEND ids ${id})
-    set(LADDER_RUNG_FILE_${id} ${f})
-    set(LADDER_RUNG_FILE_${id} ${f} PARENT_SCOPE)
+    set(LADDER_RUNG_FOLDER_${id} ${folder})
+    set(LADDER_RUNG_FOLDER_${id} ${folder} PARENT_SCOPE)
+    set(LADDER_RUNG_FILE_${id} ${sources} PARENT_SCOPE)
     set(LADDER_RUNG_NAME_${id} ${name} PARENT_SCOPE)
   endforeach()
   if(NOT ids)
-    message(FATAL_ERROR "no rung files (NN_name.cu or .cpp) under ${rungs_dir}")
+    message(FATAL_ERROR "no rung folders (NN_name/) under ${rungs_dir}")
   endif()
   set(LADDER_RUNG_IDS ${ids} PARENT_SCOPE)
 endfunction()
 
-# _ladder_rung_file(<file> <id var> <name var>): the number and name of a rung file NN_name.cu
-# (or .cpp); fails on any other name.
-function(_ladder_rung_file file id_var name_var)
-  get_filename_component(name ${file} NAME)
-  if(NOT name MATCHES "^([0-9][0-9])_([A-Za-z0-9_]+)\\.(cu|cpp)$")
-    message(FATAL_ERROR "${file}: a rung file is NN_name.cu or NN_name.cpp; rename or move it")
+# _ladder_rung_of(<file> <id var> <name var> <track var>): the number and name of the rung whose
+# source <file> is (tracks/pNN_topic/rungs/NN_name/<file>), and its track (pNN); fails on any
+# other place.
+function(_ladder_rung_of file id_var name_var track_var)
+  get_filename_component(rung_dir ${file} DIRECTORY)
+  get_filename_component(folder ${rung_dir} NAME)
+  get_filename_component(rungs_dir ${rung_dir} DIRECTORY)
+  get_filename_component(rungs ${rungs_dir} NAME)
+  get_filename_component(track_dir ${rungs_dir} DIRECTORY)
+  get_filename_component(track_folder ${track_dir} NAME)
+  if(NOT folder MATCHES "^([0-9][0-9])_([A-Za-z0-9_]+)$" OR NOT rungs STREQUAL "rungs")
+    message(FATAL_ERROR "${file}: a track rung's source lives in its folder tracks/pNN_topic/rungs/NN_name/")
   endif()
   set(${id_var} ${CMAKE_MATCH_1} PARENT_SCOPE)
   set(${name_var} ${CMAKE_MATCH_2} PARENT_SCOPE)
-endfunction()
-
-# ladder_rung_definitions(<file> <out var>): the compile definitions of a rung file
-# tracks/pNN_topic/rungs/NN_name.cu, from its path: LADDER_RUNG_TRACK="pNN" as well (the stub
-# messages' label, common/toolkit/todo.cuh).
-function(ladder_rung_definitions file out)
-  _ladder_rung_file(${file} id name)
-  get_filename_component(rungs_dir ${file} DIRECTORY)
-  get_filename_component(track_dir ${rungs_dir} DIRECTORY)
-  get_filename_component(track_folder ${track_dir} NAME)
   if(NOT track_folder MATCHES "^(p[0-9]+)_")
     message(FATAL_ERROR "${file}: a track rung lives in tracks/pNN_topic/rungs/ (got folder '${track_folder}')")
   endif()
+  set(${track_var} ${CMAKE_MATCH_1} PARENT_SCOPE)
+endfunction()
+
+# ladder_rung_definitions(<file> <out var>): the compile definitions of a rung's source
+# tracks/pNN_topic/rungs/NN_name/<file>, from its path: LADDER_RUNG_TRACK="pNN" as well (the stub
+# messages' label, common/toolkit/todo.cuh).
+function(ladder_rung_definitions file out)
+  _ladder_rung_of(${file} id name track)
   set(${out} "LADDER_RUNG_ID=\"${id}\"" "LADDER_RUNG_NAME=\"${name}\"" "LADDER_RUNG_SYMBOL=rung_${id}"
-      "LADDER_RUNG_TRACK=\"${CMAKE_MATCH_1}\"" PARENT_SCOPE)
+      "LADDER_RUNG_TRACK=\"${track}\"" PARENT_SCOPE)
 endfunction()
 
 # ladder_write_track_registry(<path> <namespace> <rungs dir> <ids>): rungs() of namespace
@@ -304,12 +336,12 @@ endfunction()
 function(ladder_write_track_registry path namespace rungs_dir ids)
   get_filename_component(track_dir ${rungs_dir} DIRECTORY)
   get_filename_component(track_folder ${track_dir} NAME)
-  _ladder_write_list_file(${path} "the files under tracks/${track_folder}/rungs/" "${track_folder}/rung.hpp"
+  _ladder_write_list_file(${path} "the folders under tracks/${track_folder}/rungs/" "${track_folder}/rung.hpp"
                           ladder::${namespace} Rung rungs "rung_@" "${ids}")
 endfunction()
 
-# ladder_add_track_rungs(<target> <rungs dir> <namespace>): every rung file into <target>, each
-# compiled with its definitions, and the generated registry.
+# ladder_add_track_rungs(<target> <rungs dir> <namespace>): every rung folder's source into
+# <target>, each compiled with its definitions, and the generated registry.
 function(ladder_add_track_rungs target rungs_dir namespace)
   ladder_discover_track_rungs(${rungs_dir})
   foreach(id IN LISTS LADDER_RUNG_IDS)
@@ -320,7 +352,7 @@ function(ladder_add_track_rungs target rungs_dir namespace)
   target_sources(${target} PRIVATE ${path})
 endfunction()
 
-# ladder_track_rung_source(<target> <file>): one rung file compiled into <target> with its
+# ladder_track_rung_source(<target> <file>): one rung's source compiled into <target> with its
 # definitions (a track's library, or a test that compiles one rung).
 function(ladder_track_rung_source target file)
   ladder_rung_definitions(${file} defs)
@@ -332,12 +364,14 @@ endfunction()
 if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE AND DEFINED LADDER_TRACK_RUNGS_DIR)
   # cmake -DLADDER_TRACK_RUNGS_DIR=<track>/rungs -DLADDER_TRACK_NAMESPACE=p38
   #       [-DLADDER_TRACK_RUNG_LIST_OUT=<file>] [-DLADDER_TRACK_REGISTRY_OUT=<file>] -P cmake/Stages.cmake
-  # The list: '#' comments, then per rung "id<TAB>file name<TAB>name<TAB>definitions (';'-separated)".
+  # The list: '#' comments, then per rung "id<TAB>source, relative to the rungs dir (NN_name/file.cu)
+  # <TAB>name<TAB>definitions (';'-separated)".
   ladder_discover_track_rungs(${LADDER_TRACK_RUNGS_DIR})
   if(DEFINED LADDER_TRACK_RUNG_LIST_OUT)
     set(text "# Generated by cmake/Stages.cmake from ${LADDER_TRACK_RUNGS_DIR}. Do not edit.\n")
     foreach(id IN LISTS LADDER_RUNG_IDS)
       get_filename_component(file ${LADDER_RUNG_FILE_${id}} NAME)
+      set(file ${LADDER_RUNG_FOLDER_${id}}/${file})
       ladder_rung_definitions(${LADDER_RUNG_FILE_${id}} defs)
       list(JOIN defs ";" defs)
       string(APPEND text "${id}\t${file}\t${LADDER_RUNG_NAME_${id}}\t${defs}\n")

@@ -166,7 +166,7 @@ def hold_work(work):
 
 def load_config():
     """grader/rungs.json (points, performance scoring, the tracks), with each rung's own settings
-    ("grader" in its rung.json or NN_name.json) merged in, all from the grader's own tree."""
+    ("grader" in its folder's rung.json) merged in, all from the grader's own tree."""
     with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
         return rung_meta.with_rung_settings(json.load(f), ROOT)
 

@@ -8,7 +8,8 @@ profiles/data/NN_name.txt, with profiles/README.md and the floor's capture), whi
 *Profile it* sections read. Solutions of the chosen rungs become stubs (grader/markers.py); instructor regions,
 hidden tests, the secret seed, the grader's fixtures and the mutants never ship.
 
-A second track (tracks/TRACK_name/, its rungs in rungs/NN_name.cu) is handed out by rungs named
+A second track (tracks/TRACK_name/, each rung a folder rungs/NN_name/ holding its source and
+rung.json, as a stage's folder does) is handed out by rungs named
 TRACK-NN (p38-03). Such a handout ships the whole track folder (its registry lists every rung)
 and, of the main ladder, only the stages the build needs (TRACK_HANDOUT_STAGES); stage
 handouts leave tracks/ out. One handout holds one ladder: stage rungs or one track's rungs.
@@ -60,7 +61,8 @@ PROFILE_FILE = re.compile(r"^profiles/(?:data/)?(\d\d_[A-Za-z0-9_]+)\.(?:md|txt)
 PROFILE_COMMON = ["profiles/README.md", "profiles/data/floor_streaming_read.txt"]
 STAGE_DIR = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)$")
 TRACK_DIR = re.compile(r"^([a-z][a-z0-9]*)_[A-Za-z0-9_]+$")          # tracks/p38_spatial_softmax: track p38
-TRACK_RUNG_FILE = re.compile(r"^(\d\d)_([A-Za-z0-9_]+)\.(?:cu|cpp)$")  # its rungs/03_block_tree.cu: p38-03
+TRACK_RUNG_DIR = STAGE_DIR                                           # its rungs/03_block_tree/: p38-03
+TRACK_RUNG_SOURCE = re.compile(r"^[A-Za-z0-9_.+-]+\.(?:cu|cpp)$")    # the folder's one source (block_tree.cu)
 RUNG_ID = re.compile(r"^(?:([a-z][a-z0-9]*)-)?(\d\d)$")               # 03 (a stage) or p38-03 (a track's rung)
 # The stages a track handout ships, complete: the build needs stage 00 (the CPU tests link it) and
 # a GPU stage (the sticky-error test runs the last stage).
@@ -127,13 +129,30 @@ def track_folders(root):
     return out
 
 
-def track_rungs(root):
-    """{"TRACK-NN": path of the rung's file} for every rung file of every track under root."""
+def track_rung_folders(root):
+    """{"TRACK-NN": the rung's folder, tracks/TRACK_name/rungs/NN_name} for every rung folder of
+    every track under root (the same rule as cmake/Stages.cmake's ladder_discover_track_rungs)."""
     out = {}
     for tid, folder in track_folders(root).items():
-        for name in sorted(os.listdir(os.path.join(root, "tracks", folder, "rungs"))):
-            if (m := TRACK_RUNG_FILE.match(name)):
+        base = os.path.join(root, "tracks", folder, "rungs")
+        for name in sorted(os.listdir(base)):
+            if (m := TRACK_RUNG_DIR.match(name)) and os.path.isdir(os.path.join(base, name)):
                 out[f"{tid}-{m.group(1)}"] = f"tracks/{folder}/rungs/{name}"
+    return out
+
+
+def track_rungs(root):
+    """{"TRACK-NN": path of the rung's source} for every rung folder of every track under root: the
+    folder's one .cu (or .cpp) file. Raises HandoutError for a folder with none or several, as the
+    build stops on one."""
+    out = {}
+    for rung, folder in track_rung_folders(root).items():
+        sources = sorted(n for n in os.listdir(os.path.join(root, folder)) if TRACK_RUNG_SOURCE.match(n)
+                         and os.path.isfile(os.path.join(root, folder, n)))
+        if len(sources) != 1:
+            raise HandoutError(f"{folder}: a rung folder holds one source file (.cu, or .cpp for the CPU rung); "
+                               f"found {len(sources)}")
+        out[rung] = f"{folder}/{sources[0]}"
     return out
 
 
@@ -144,18 +163,18 @@ def is_track_rung(rung):
 def rung_name(root, rung):
     """The rung's name without its number: shared_tree (stage 03), block_tree (p38-03)."""
     if is_track_rung(rung):
-        return TRACK_RUNG_FILE.match(os.path.basename(track_rungs(root)[rung])).group(2)
+        return TRACK_RUNG_DIR.match(os.path.basename(track_rung_folders(root)[rung])).group(2)
     return stage_folders(root)[rung].split("_", 1)[1]
 
 
 def default_owner(path):
     """The rung a file's regions belong to by default: its stage folder's number, a track rung's
-    TRACK-NN for its rung file (tracks/p38_x/rungs/03_y.cu: p38-03), else None."""
+    TRACK-NN for a file in its rung folder (tracks/p38_x/rungs/03_y/y.cu: p38-03), else None."""
     parts = path.split("/")
     if len(parts) >= 3 and parts[0] == "stages" and (m := STAGE_DIR.match(parts[1])):
         return m.group(1)
-    if len(parts) == 4 and parts[0] == "tracks" and parts[2] == "rungs" and (t := TRACK_DIR.match(parts[1])) \
-            and (m := TRACK_RUNG_FILE.match(parts[3])):
+    if len(parts) >= 5 and parts[0] == "tracks" and parts[2] == "rungs" and (t := TRACK_DIR.match(parts[1])) \
+            and (m := TRACK_RUNG_DIR.match(parts[3])):
         return f"{t.group(1)}-{m.group(1)}"
     return None
 
@@ -249,7 +268,7 @@ def plan(root, rungs, stub_needed=False):
             stubbed |= {o for o in owners.get(lib, ()) if o <= last}
     for r in sorted(stubbed):
         if not any(r in o for o in owners.values()):
-            where = known[r] if is_track_rung(r) else folders[r]
+            where = track_rung_folders(root)[r] + "/" if is_track_rung(r) else folders[r]
             raise HandoutError(f"rung {r} ({where}) has no solution regions (// BEGIN SOLUTION): "
                                "there is nothing to hand out")
     declared = {r: sorted(p for p, o in owners.items() if r in o and not p.endswith(".md")) for r in sorted(stubbed)}
@@ -416,8 +435,8 @@ def write_track_readme(root, out, manifest):
     folder = f"tracks/{track_folders(root)[name]}"
     with open(os.path.join(root, TRACK_README_TEMPLATE), encoding="utf-8") as f:
         text = f.read()
-    rows = "\n".join(f"| {r} | `{track_rungs(root)[r]}` | " + ", ".join(f"`{p}`" for p in manifest["files"][r]) + " |"
-                     for r in rungs)
+    rows = "\n".join(f"| {r} | `{track_rung_folders(root)[r]}/` | " + ", ".join(f"`{p}`" for p in manifest["files"][r])
+                     + " |" for r in rungs)
     numbers = ",".join(r.split("-")[1] for r in rungs)
     with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
         t, _ = track_config.settings(json.load(f), rungs[0])
@@ -448,7 +467,7 @@ def solution_lines(root, owners, shipped=None):
     region (a snippet comparing two rungs; a later rung's region, which ships only in a track's
     handout, exempts nothing: it may hold a copy of the idea), and those of the shared code
     outside every region (common/, ladder/, stages/lib/: index arithmetic, bounds checks; for a track's rungs, that
-    track's code outside rungs/ too, and that of the tracks it needs, not its chapters, and the code outside regions of its rungs numbered below
+    track's code outside its rung folders too, and that of the tracks it needs, not its chapters, and the code outside regions of its rungs numbered below
     the region's rung, which ships complete and predates it: a grid-stride loop of rung 02 is no
     leak of rung 05). A line of a rung folder, or of a later rung's file, outside every region
     still counts: an unmarked copy of a solution in a later rung leaks it. A region of another

@@ -54,7 +54,7 @@ rung's own source. The libraries a program really maps are checked at run time, 
 loaded_libraries.py (an LD_AUDIT library); a library mapped by hand with mmap, without the
 loader, is stopped only by rule 4 refusing mmap, mprotect and open.
 
-A rung of a second track (TRACK-NN, tracks/TRACK_name/rungs/NN_name.cu; check_track) is held to
+A rung of a second track (TRACK-NN, tracks/TRACK_name/rungs/NN_name/; check_track) is held to
 the same rules on its one object in the track's library: its registration is
 ladder::TRACK::rung_NN(), rule 1 adds the track's oracle, input generator and checker
 (TRACK_FORBIDDEN; those of the tracks it builds on, its "needs" in grader/rungs.json, too) and

@@ -10,8 +10,8 @@ In a source file (C++, CUDA, CMake, Markdown), a solution region is
 (`#` instead of `//` in CMake; `<!-- BEGIN SOLUTION -->`, `<!-- STUB: ... -->` and
 `<!-- END SOLUTION -->` in Markdown). An OWNER is the rung whose idea the code is (several for a
 chapter's snippet that quotes more than one rung): NN for a stage of the main ladder, TRACK-NN
-for a rung of a second track (p38-03: tracks/p38_spatial_softmax/rungs/03_*.cu). Optional in a
-rung's own folder or file (stages/NN_name/, tracks/TRACK_name/rungs/NN_name.cu), required
+for a rung of a second track (p38-03: tracks/p38_spatial_softmax/rungs/03_*/). Optional in a
+rung's own folder (stages/NN_name/, tracks/TRACK_name/rungs/NN_name/), required
 elsewhere (stages/lib/, a track's shared device/ code). A handout replaces the regions of the
 assigned rungs with their stub lines, indented like the BEGIN line, and keeps the solution of
 every other region. The instructor's build compiles the solution: the markers are

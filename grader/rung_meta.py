@@ -1,7 +1,11 @@
 """A rung's metadata lives next to it, one small file that the tools read instead of keeping a
-table of every rung: a stage's stages/NN_name/rung.json, a track rung's tracks/T_x/rungs/NN_name.json
-beside its NN_name.cu. Its keys:
+table of every rung: the rung.json in its folder, a stage's stages/NN_name/rung.json or a track
+rung's tracks/T_x/rungs/NN_name/rung.json. Its keys:
 
+  "chapter"  where the rung's chapter is, a link relative to the rung's folder with an optional
+             #anchor: a track rung's section of its track's README.md ("../../README.md#rung-03");
+             without it, the folder's own README.md (a stage's chapter). scripts/test_handout_links.py
+             checks that it resolves;
   "sass"     the machine-code expectations of the technique check (grader/technique.py's rule
              dicts: check, kernel and its parameters; a pattern "$NAME" names one of
              technique.PATTERNS); [] when the local-memory check is all;
@@ -20,9 +24,9 @@ grading reads the grader's own copy, never the submission's.
 import json
 import os
 
-from .handout import stage_folders, track_rungs as track_rung_files
+from .handout import stage_folders, track_rung_folders
 
-KEYS = ("sass", "profile", "grader", "build")
+KEYS = ("chapter", "sass", "profile", "grader", "build")
 
 
 class RungMetaError(ValueError):
@@ -44,6 +48,8 @@ def read(path):
     if not isinstance(meta.get("sass", []), list) or not all(isinstance(r, dict) and "check" in r and "kernel" in r
                                                              for r in meta.get("sass", [])):
         raise RungMetaError(f"{path}: \"sass\" is a list of rules, each with \"check\" and \"kernel\"")
+    if not isinstance(meta.get("chapter", ""), str):
+        raise RungMetaError(f"{path}: \"chapter\" is a link, relative to the rung's folder (../../README.md#rung-03)")
     return meta
 
 
@@ -61,9 +67,17 @@ def by_name(root, key):
 
 
 def track_rungs(root):
-    """{"TRACK-NN": metadata} of every track rung under root/tracks with a NN_name.json beside its file."""
-    return {rung: read(meta) for rung, path in track_rung_files(root).items()
-            if os.path.isfile(meta := os.path.join(root, os.path.splitext(path)[0] + ".json"))}
+    """{"TRACK-NN": metadata} of every track rung under root/tracks whose folder has a rung.json."""
+    return {rung: read(meta) for rung, folder in track_rung_folders(root).items()
+            if os.path.isfile(meta := os.path.join(root, folder, "rung.json"))}
+
+
+def chapter(root, folder, meta):
+    """(path relative to root, anchor or "") of the chapter of the rung in `folder` (relative to
+    root): its rung.json's "chapter", else the folder's README.md."""
+    link = meta.get("chapter", "README.md")
+    target, _, anchor = link.partition("#")
+    return os.path.normpath(os.path.join(folder, target)).replace(os.sep, "/"), anchor
 
 
 def with_rung_settings(config, root):

@@ -451,7 +451,7 @@ def stage_rules(root):
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGE_RULES = stage_rules(ROOT)
 
-# Track rungs, by id, from each rung's NN_name.json beside its file; each is checked on its own
+# Track rungs, by id, from the rung.json in each rung's folder; each is checked on its own
 # object (grader/track.py).
 TRACK_RULES = {rung: rules_of(meta["sass"]) for rung, meta in rung_meta.track_rungs(ROOT).items() if "sass" in meta}
 
@@ -530,7 +530,7 @@ def check_track(obj, rung, cuobjdump=None):
     grader/track.py."""
     rules = TRACK_RULES.get(rung)
     if rules is None:
-        return False, [f"FAIL: rung {rung}: no technique rules (\"sass\" in the rung's NN_name.json beside its file)"]
+        return False, [f"FAIL: rung {rung}: no technique rules (\"sass\" in the rung.json of its folder)"]
     cuobjdump = cuobjdump or find_cuobjdump()
     if not cuobjdump:
         return False, ["FAIL: cuobjdump not found (install the CUDA toolkit's cuobjdump and nvdisasm, e.g. pip "
@@ -556,10 +556,10 @@ def stage_list(build):
 
 def track_object(build, rung):
     """The built object of track rung p38-03 (BUILD/CMakeFiles/p38_track.dir/tracks/p38_*/rungs/
-    03_*.cu.o), or None."""
+    03_*/*.cu.o), or None."""
     track, number = rung.split("-")
     hits = sorted(glob.glob(os.path.join(build, "CMakeFiles", f"{track}_track.dir", "tracks", f"{track}_*",
-                                         "rungs", f"{number}_*.cu.o")))
+                                         "rungs", f"{number}_*", "*.cu.o")))
     return hits[0] if hits else None
 
 

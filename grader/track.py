@@ -1,5 +1,6 @@
-"""scripts/assignment.py grade for the rungs of a second track (TRACK-NN: the rung file
-tracks/TRACK_name/rungs/NN_name.cu), the same parts and points as a stage (grader/grade.py):
+"""scripts/assignment.py grade for the rungs of a second track (TRACK-NN: the rung folder
+tracks/TRACK_name/rungs/NN_name/, its source and rung.json), the same parts and points as a stage
+(grader/grade.py):
 
   public, hidden  the track's program (p38_ladder, p74_ladder) with `--rungs NN` on each problem
              of the track's lists (grader/rungs.json, "tracks"), twice on one workspace (--warmup 1
@@ -291,7 +292,7 @@ def performance(args, ctx, prog, r, P, pts):
                 **t["rungs"].get(number, {}).get("performance", {})}
     timing_cfg = t["rungs"].get(number, {}).get("timing")
     if timing_cfg is None:
-        return P("performance", score=0, skipped=True, output=f"rung {r} has no timing entry (\"grader\" in its NN_name.json)")
+        return P("performance", score=0, skipped=True, output=f"rung {r} has no timing entry (\"grader\" in its folder's rung.json)")
     runs.log(f"rung {r}: timing")
     status, data = timing(args, ctx, prog, t, number, perf_cfg, timing_cfg)
     part = P("performance", score=0, output="")

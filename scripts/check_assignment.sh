@@ -64,7 +64,7 @@ with open(os.path.join(root, handout.MANIFEST)) as f:
     files = json.load(f)["files"]
 with open(os.path.join(root, "grader", "rungs.json")) as f:
     config = json.load(f)
-own = handout.track_rungs(root)  # the rung's own file: tracks/TRACK_x/rungs/NN_y.cu
+own = handout.track_rungs(root)  # the rung's own file: tracks/TRACK_x/rungs/NN_y/y.cu
 print(" ".join(sorted({track.object_target(track.settings(config, r)[0], p) for r, paths in files.items()
                        for p in paths + [own[r]] if p.endswith((".cu", ".cpp"))})))
 EOF

@@ -5,7 +5,7 @@
 # `cuobjdump -sass` per function, finds the loops (backward branches) and asks each rung's
 # kernel for its idea in its loops and counts (a barrier inside the tree's loop, not any
 # BAR/LDS/STS; three mma per fragment pair for 3xTF32, ...); each rung's metadata lists them,
-# one line each ("sass" in stages/NN_name/rung.json, or in a track rung's rungs/NN_name.json). Every GPU stage also may use no local memory (LDL/STL) on sm_90
+# one line each ("sass" in stages/NN_name/rung.json, or in a track rung's rungs/NN_name/rung.json). Every GPU stage also may use no local memory (LDL/STL) on sm_90
 # (LADDER_SASS_STRICT_ARCH), where the register budgets are tuned, or on sm_90a for a stage built
 # for it in place of sm_90 (rung.json "build"; its rules say "needs_sm90a"); other architectures' local
 # memory is printed as NOTE lines. A build for several architectures is checked as a whole: each

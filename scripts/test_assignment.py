@@ -127,10 +127,12 @@ class MarkersTest(unittest.TestCase):
         self.assertEqual(handout.default_owner("stages/03_shared_tree/shared_tree.cu"), "03")
 
     def test_track_owners(self):
-        rung = "tracks/p38_spatial_softmax/rungs/03_block_tree.cu"
+        rung = "tracks/p38_spatial_softmax/rungs/03_block_tree/block_tree.cu"
         self.assertEqual(handout.default_owner(rung), "p38-03")
         self.assertIsNone(handout.default_owner("tracks/p38_spatial_softmax/device/warp.cuh"))
         self.assertIsNone(handout.default_owner("tracks/p38_spatial_softmax/runner.cu"))
+        self.assertEqual(handout.default_owner("tracks/p38_spatial_softmax/rungs/03_block_tree/notes.md"), "p38-03")
+        self.assertIsNone(handout.default_owner("tracks/p38_spatial_softmax/rungs/03_block_tree.cu"))  # in no rung folder
         p = markers.parse(rung, CPP, handout.default_owner(rung))
         self.assertEqual([r.owners for r in p.regions()], [frozenset({"p38-03"}), frozenset({"02"})])
         text = "x\n// BEGIN SOLUTION p38-04 03\n// STUB: a\ny\n// END SOLUTION\n"
@@ -361,8 +363,8 @@ class TrackHandoutTest(HandoutCase):
 
     def test_manifest_and_files(self):
         m = json.loads(self.read(handout.MANIFEST))
-        rungs = {"p38-03": "tracks/p38_spatial_softmax/rungs/03_block_tree.cu",
-                 "p38-04": "tracks/p38_spatial_softmax/rungs/04_online_softmax.cu"}
+        rungs = {"p38-03": "tracks/p38_spatial_softmax/rungs/03_block_tree/block_tree.cu",
+                 "p38-04": "tracks/p38_spatial_softmax/rungs/04_online_softmax/online_softmax.cu"}
         self.assertEqual((m["rungs"], m["files"]), (sorted(rungs), {r: [f] for r, f in rungs.items()}))
         files = handout.repo_files(self.out)
         track_files = [f for f in handout.repo_files(ROOT)
@@ -378,10 +380,10 @@ class TrackHandoutTest(HandoutCase):
             text = self.read(path)
             self.assertIn('ladder_todo("', text)  # the one stub convention, the stages' (common/toolkit/todo.cuh)
             self.assertIsNone(re.search(r"(?m)^\s*//\s*(BEGIN|END) SOLUTION|STUB:", text), path)
-        self.assertNotIn("ladder_todo(", self.read("tracks/p38_spatial_softmax/rungs/05_fused_rescale.cu"))
+        self.assertNotIn("ladder_todo(", self.read("tracks/p38_spatial_softmax/rungs/05_fused_rescale/fused_rescale.cu"))
         readme = self.read("README.md")
         self.assertIn("rungs p38-03, p38-04 of the spatial-softmax track", readme)
-        self.assertIn("| p38-03 | `tracks/p38_spatial_softmax/rungs/03_block_tree.cu` |", readme)
+        self.assertIn("| p38-03 | `tracks/p38_spatial_softmax/rungs/03_block_tree/` |", readme)
         self.assertNotIn("{{", readme)
 
     def test_check_handout_and_leaks(self):
@@ -390,14 +392,14 @@ class TrackHandoutTest(HandoutCase):
         line = sorted(s for s, w in secrets.items() if w.startswith("tracks/p38_spatial_softmax/rungs/03_") and "partial" in s)[0]
         dst = os.path.join(self.tmp, "leak")
         shutil.copytree(self.out, dst)
-        later = "tracks/p38_spatial_softmax/rungs/06_fused_recompute.cu"  # an unmarked copy in a later rung
+        later = "tracks/p38_spatial_softmax/rungs/06_fused_recompute/fused_recompute.cu"  # an unmarked copy in a later rung
         write(os.path.join(dst, later), self.read(later, dst) + "  " + line + "\n")
         found = handout.check_handout(ROOT, dst)
         self.assertEqual(len(found), 1, found)
         self.assertIn(f"{later}:", found[0])
         # A line an earlier rung holds outside its regions ships by design (a grid-stride loop).
         loop = "for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)"
-        self.assertIn(loop, self.read("tracks/p38_spatial_softmax/rungs/02_atomics.cu"))
+        self.assertIn(loop, self.read("tracks/p38_spatial_softmax/rungs/02_atomics/atomics.cu"))
         self.assertNotIn(loop, handout.solution_lines(ROOT, {"p38-05"}))
 
     def test_refusals(self):
@@ -405,7 +407,7 @@ class TrackHandoutTest(HandoutCase):
         for rungs, message in (("03,p38-03", "one handout holds one ladder"),
                                ("p38-09", "no rung p38-09: the track's rungs are p38-00, p38-01"),
                                ("p39-03", "no rung p39-03: no track p39 (tracks: p38"),
-                               ("p38-00", "rung p38-00 (tracks/p38_spatial_softmax/rungs/00_cpu_reference.cpp) has no solution regions")):
+                               ("p38-00", "rung p38-00 (tracks/p38_spatial_softmax/rungs/00_cpu_reference/) has no solution regions")):
             with self.subTest(rungs):
                 p = cli("handout", "--rungs", rungs, "--out", fresh)
                 self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
@@ -802,7 +804,7 @@ class TrackGradeTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "no \"tracks\" entry for track p39"):
             track.settings(config, "p39-01")
         with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
-            config = rung_meta.with_rung_settings(json.load(f), ROOT)  # each rung's NN_name.json
+            config = rung_meta.with_rung_settings(json.load(f), ROOT)  # each rung's rung.json
         for rung in handout.track_rungs(ROOT):  # every rung with regions has its grading entry
             if any(rung in o for o in handout.owners_in(ROOT, [handout.track_rungs(ROOT)[rung]]).values()):
                 t, number = track.settings(config, rung)
@@ -844,7 +846,7 @@ class TrackGradeTest(unittest.TestCase):
             self.assertFalse(ok)
             self.assertIn("no floating-point atomics in any function: forbidden, found @!P0 REDG.E.ADD.F32", "\n".join(lines))
             self.assertEqual(technique.check_track(obj, "p38-99")[1][0],
-                             "FAIL: rung p38-99: no technique rules (\"sass\" in the rung's NN_name.json beside its file)")
+                             "FAIL: rung p38-99: no technique rules (\"sass\" in the rung.json of its folder)")
 
     def test_integrity_rules(self):
         self.assertEqual(integrity.descriptor_symbol("p38-03"), "_ZN6ladder3p387rung_03Ev")
@@ -866,22 +868,22 @@ class TrackGradeTest(unittest.TestCase):
 
     @unittest.skipUnless(all(shutil.which(t) for t in ("g++", "readelf", "c++filt")), "needs g++, readelf and c++filt")
     def test_integrity_objects(self):
-        folder, rung_file = "CMakeFiles/p38_track.dir/tracks/p38_x/rungs", "tracks/p38_x/rungs/03_y.cu"
+        folder, rung_file = "CMakeFiles/p38_track.dir/tracks/p38_x/rungs/03_y", "tracks/p38_x/rungs/03_y/y.cu"
         clean = ("namespace ladder { namespace p38 { struct Rung { int id; };\n"
                  "namespace { int helper(int x) { return x + 1; } }\n"
                  "const Rung& rung_03() { static const Rung r{helper(2)}; return r; } } }\n")
         calls = clean.replace("namespace {", "struct Problem38; struct Inputs; struct Reference;\n"
                                              "Reference reference(const Problem38&, const Inputs&);\nnamespace {")
         calls = calls.replace("return r; }", "return r; }\nvoid* peek() { return (void*)&reference; }")
-        compile_object(self.tmp, folder, "03_y.cu", clean)
+        compile_object(self.tmp, folder, "y.cu", clean)
         report = integrity.check_track(self.tmp, "p38-03", rung_file, "p38_track", "p38_host")
         self.assertEqual(report.findings, [], report.lines())
-        compile_object(self.tmp, folder, "03_y.cu", calls)
+        compile_object(self.tmp, folder, "y.cu", calls)
         text = "\n".join(integrity.check_track(self.tmp, "p38-03", rung_file, "p38_track", "p38_host").lines())
-        self.assertIn("rule 1 (forbidden names): 03_y.cu.o: calls ladder::p38::reference", text)
-        self.assertIn("rule 2 (allow-list): 03_y.cu.o: defines ladder::p38::peek()", text)
+        self.assertIn("rule 1 (forbidden names): y.cu.o: calls ladder::p38::reference", text)
+        self.assertIn("rule 2 (allow-list): y.cu.o: defines ladder::p38::peek()", text)
         self.assertIn("with external linkage a rung defines only ladder::p38::rung_03()", text)
-        self.assertIn("no compiled object of rung p38-04", integrity.check_track(self.tmp, "p38-04", "x/04_z.cu", "p38_track",
+        self.assertIn("no compiled object of rung p38-04", integrity.check_track(self.tmp, "p38-04", "x/04_z/z.cu", "p38_track",
                                                                           "p38_host").lines()[0])
 
 

@@ -614,11 +614,11 @@ class BuildSources(unittest.TestCase):
         self.assertEqual([b.extension_name([], **kw) for kw in ({"with_p38": True}, {"with_p74": True},
                                                                  {"with_p38": True, "with_p74": True})],
                          ["conv_pool_ladder_p38", "conv_pool_ladder_p74", "conv_pool_ladder_p38_p74"])
-        for track, other, extra in (("p38", "p74", {"rows.cpp", "rungs/07_subpixel_tiled.cu"}), ("p74", "p38", set())):
+        for track, other, extra in (("p38", "p74", {"rows.cpp", "rungs/07_subpixel_tiled/subpixel_tiled.cu"}), ("p74", "p38", set())):
             folder = getattr(b, f"{track}_track_dir")()
             names = {p.relative_to(folder).as_posix() for p in getattr(b, f"{track}_sources")()}
             self.assertTrue({"problem.cpp", "oracle.cpp", "tolerance.cpp", "registry.cpp", "device/geometry.cpp",
-                             "rungs/00_cpu_reference.cpp"} | extra <= names, names)
+                             "rungs/00_cpu_reference/cpu_reference.cpp"} | extra <= names, names)
             self.assertFalse([n for n in names if n.startswith("runner") or n == "main.cpp"])
             self.assertNotIn(str(b.CSRC / f"{track}_call.cpp"), plain)
             self.assertFalse([s for s in plain if Path(s).name.startswith(track)])
@@ -629,11 +629,11 @@ class BuildSources(unittest.TestCase):
             self.assertEqual({n for n in set(base) - {Path(s).name for s in plain} if not n.startswith(track)},
                              {"tracks_shared__geometry3d.cpp", "tracks_shared__agreement.cpp"})
             self.assertTrue({f"{track}_call.cpp", f"{track}__problem.cpp", f"{track}_device__geometry.cpp",
-                             f"{track}_rungs__00_cpu_reference.cpp"} <= set(base))
+                             f"{track}_rungs_00_cpu_reference__cpu_reference.cpp"} <= set(base))
             self.assertFalse([n for n in base if n.startswith(other)])
             wrapper = (self.tmp / f"build_{track}" / "src" / f"{track}_device__geometry.cpp").read_text()
             self.assertIn(f'#include "{folder / "device" / "geometry.cpp"}"', wrapper)
-        self.assertIn("p38_rungs__07_subpixel_tiled.cu", [Path(s).name for s in b.wrapper_sources(
+        self.assertIn("p38_rungs_07_subpixel_tiled__subpixel_tiled.cu", [Path(s).name for s in b.wrapper_sources(
             [], self.tmp / "build_p38", with_p38=True)])
         both = [Path(s).name for s in b.wrapper_sources([], self.tmp / "both", with_p38=True, with_p74=True)]
         self.assertEqual(len(both), len(set(both)), "tracks/shared once, with both tracks")

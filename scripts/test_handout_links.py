@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-from grader import handout  # noqa: E402
+from grader import handout, rung_meta  # noqa: E402
 
 ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
 URL = "https://example.org/ladder/blob/main"
@@ -92,12 +92,49 @@ def broken_links(root):
     return bad
 
 
+def broken_chapters(root):
+    """Every rung whose chapter does not resolve, as "folder: target: why": a stage's or a track
+    rung's rung.json "chapter" (a link relative to its folder, grader/rung_meta.py), else its
+    folder's README.md, must name a Markdown file that exists and, with an #anchor, a heading or
+    an <a id> of it."""
+    folders = [f"stages/{f}" for f in handout.stage_folders(root).values()] \
+        + list(handout.track_rung_folders(root).values())
+    bad = []
+    for folder in folders:
+        path = os.path.join(root, folder, "rung.json")
+        meta = rung_meta.read(path) if os.path.isfile(path) else {}
+        target, anchor = rung_meta.chapter(root, folder, meta)
+        where = f"{folder}: {meta.get('chapter', 'README.md')}"
+        if not target.endswith(".md") or not os.path.isfile(os.path.join(root, target)):
+            bad.append(f"{where}: no chapter {target}")
+        elif anchor:
+            with open(os.path.join(root, target), encoding="utf-8") as f:
+                if anchor.lower() not in heading_anchors(f.read()):
+                    bad.append(f"{where}: no such heading or anchor in {target}")
+    return bad
+
+
 class RepositoryLinksTest(unittest.TestCase):
     """The repository's own Markdown: every relative link names a file that exists, and every
-    #anchor a heading of its page."""
+    #anchor a heading of its page; every rung's chapter resolves."""
 
     def test_every_link_resolves(self):
         self.assertEqual(broken_links(ROOT), [])
+
+    def test_every_rung_has_its_chapter(self):
+        self.assertEqual(broken_chapters(ROOT), [])
+        self.assertTrue(handout.track_rung_folders(ROOT))  # the track rungs are found, and checked
+
+    def test_a_planted_broken_chapter_is_found(self):
+        d = tmpdir(self)
+        write(os.path.join(d, "stages", "01_a", "README.md"), "# Stage 01\n")
+        write(os.path.join(d, "stages", "02_b", "b.cu"), "")  # no chapter at all
+        write(os.path.join(d, "tracks", "p99_demo", "README.md"), '# Track\n\n<a id="rung-01"></a>**01.** Text.\n')
+        write(os.path.join(d, "tracks", "p99_demo", "rungs", "01_x", "rung.json"), '{"chapter": "../../README.md#rung-01"}')
+        write(os.path.join(d, "tracks", "p99_demo", "rungs", "02_y", "rung.json"), '{"chapter": "../../README.md#rung-02"}')
+        self.assertEqual(broken_chapters(d), ["stages/02_b: README.md: no chapter stages/02_b/README.md",
+                                              "tracks/p99_demo/rungs/02_y: ../../README.md#rung-02: no such heading "
+                                              "or anchor in tracks/p99_demo/README.md"])
 
     def test_a_planted_broken_link_and_anchor_are_found(self):
         d = tmpdir(self)
@@ -228,13 +265,13 @@ class LaterRungTest(unittest.TestCase):
         line = "partial[threadIdx.x] = partial[threadIdx.x] + other_value;"
         region = "  // BEGIN SOLUTION\n  // STUB: return v;\n  {}\n  // END SOLUTION\n"
         write(os.path.join(d, "grader", "rungs.json"), "{}\n")
-        write(os.path.join(d, "tracks/p99_demo/rungs/02_first.cu"), region.format("int earlier_line_of_rung_two = 0;"))
-        write(os.path.join(d, "tracks/p99_demo/rungs/03_tree.cu"), region.format(line))
-        write(os.path.join(d, "tracks/p99_demo/rungs/04_later.cu"), region.format(line))
+        write(os.path.join(d, "tracks/p99_demo/rungs/02_first/first.cu"), region.format("int earlier_line_of_rung_two = 0;"))
+        write(os.path.join(d, "tracks/p99_demo/rungs/03_tree/tree.cu"), region.format(line))
+        write(os.path.join(d, "tracks/p99_demo/rungs/04_later/later.cu"), region.format(line))
         shipped = set(handout.repo_files(d))
         self.assertIn(line, handout.solution_lines(d, {"p99-03"}, shipped))
         # An earlier rung's region quoting a line still exempts it (rung 02 before rung 03).
-        write(os.path.join(d, "tracks/p99_demo/rungs/02_first.cu"), region.format(line))
+        write(os.path.join(d, "tracks/p99_demo/rungs/02_first/first.cu"), region.format(line))
         self.assertNotIn(line, handout.solution_lines(d, {"p99-03"}, shipped))
 
     def test_no_later_stage_folder_ships(self):

@@ -279,9 +279,10 @@ def rung_objects(build):
     for name, t in config.get("tracks", {}).items():
         library = f"{name}_track"
         host = f"{name}_host"
-        for obj in sorted(glob.glob(os.path.join(build, "CMakeFiles", f"{library}.dir", "tracks", "*", "rungs", "*.o"))):
+        for obj in sorted(glob.glob(os.path.join(build, "CMakeFiles", f"{library}.dir", "tracks", "*", "rungs", "*",
+                                                 "*.o"))):
             rung_file = os.path.relpath(obj, os.path.join(build, "CMakeFiles", f"{library}.dir"))[:-2]
-            number = os.path.basename(rung_file)[:2]
+            number = os.path.basename(os.path.dirname(rung_file))[:2]  # its folder rungs/NN_name/
             if number == "00":  # the CPU reference rung: not assignable, it uses OpenMP threads
                 continue
             out.append((f"{name}-{number}", lambda r=f"{name}-{number}", f=rung_file, l=library, h=host, n=t.get("needs", []):

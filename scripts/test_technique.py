@@ -437,7 +437,7 @@ namespace cg = cooperative_groups;
 """)], (), "small*small as well: four wgmma per accumulator and tap, still 3xTF32's idea"),
 
     Variant("p38-03", "honest"),
-    Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree.cu", """\
+    Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree/block_tree.cu", """\
   for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
     if (threadIdx.x < stride) {
       const float o = partial[threadIdx.x + stride];
@@ -455,14 +455,14 @@ namespace cg = cooperative_groups;
 """)], ("block_tree",), "thread 0 combines the block's partials in a loop"),
 
     Variant("p38-04", "honest"),
-    Variant("p38-04", "lane0_gathers", [(f"{P38}/04_online_softmax.cu", """\
+    Variant("p38-04", "lane0_gathers", [(f"{P38}/04_online_softmax/online_softmax.cu", """\
     t = warp_merge(t);
 """, """\
     for (int src = 1; src < 32; ++src) {  // lane 0 gathers its warp's pairs one by one
       const MaxSum o{__shfl_sync(0xffffffffu, t.m, src), __shfl_sync(0xffffffffu, t.s, src)};
       if (lane == 0) t = merge(t, o);
     }
-"""), (f"{P38}/04_online_softmax.cu", """\
+"""), (f"{P38}/04_online_softmax/online_softmax.cu", """\
     b = warp_merge(b);  // every warp merges the slots itself: no second barrier to broadcast
 """, """\
     for (int src = 1; src < 32; ++src) b = merge(b, MaxSum{__shfl_sync(0xffffffffu, b.m, src),
@@ -470,9 +470,9 @@ namespace cg = cooperative_groups;
 """)], ("shuffles",), "lane 0 gathers its warp's pairs one by one (SHFL.IDX), no butterfly"),
 
     Variant("p38-05", "honest"),
-    Variant("p38-05", "sum_only_recompute", [(f"{P38}/05_fused_rescale.cu", """\
+    Variant("p38-05", "sum_only_recompute", [(f"{P38}/05_fused_rescale/fused_rescale.cu", """\
   conv_exp_partials<true><<<""", """\
-  conv_exp_partials<false><<<"""), (f"{P38}/05_fused_rescale.cu", """\
+  conv_exp_partials<false><<<"""), (f"{P38}/05_fused_rescale/fused_rescale.cu", """\
     out[i] *= factor[i / g.spatial];
 """, """\
     out[i] = expf(out[i] - g.clamp_hi) * factor[i / g.spatial];  // recomputed from what the conv left
@@ -549,9 +549,9 @@ def compile_variant(v, arch, nvcc, cuobjdump):
         common = [f"-I{tmp}/common/model", f"-I{tmp}/common/toolkit"]  # the build's include folders
         if v.rung.startswith("p"):
             track = glob.glob(os.path.join(tmp, "tracks", v.rung.split("-")[0] + "_*"))[0]
-            source = glob.glob(os.path.join(track, "rungs", v.rung.split("-")[1] + "_*.cu"))[0]
+            source = glob.glob(os.path.join(track, "rungs", v.rung.split("-")[1] + "_*", "*.cu"))[0]
             tid, number = v.rung.split("-")
-            name = os.path.basename(source)[3:-len(".cu")]  # rungs/NN_name.cu, as cmake/Stages.cmake names it
+            name = os.path.basename(os.path.dirname(source))[3:]  # rungs/NN_name/, as cmake/Stages.cmake names it
             flags = [f"-DLADDER_RUNG_ID=\"{number}\"", f"-DLADDER_RUNG_NAME=\"{name}\"",
                      f"-DLADDER_RUNG_SYMBOL=rung_{number}", f"-DLADDER_RUNG_TRACK=\"{tid}\"",
                      f"-I{track}", f"-I{tmp}", f"-I{tmp}/tracks", f"-I{tmp}/ladder", *common]
@@ -955,11 +955,11 @@ class RungMetaTest(unittest.TestCase):
         self.assertLessEqual(graded, set(technique.TRACK_RULES))
         metas = rung_meta.track_rungs(ROOT)
         self.assertTrue(all("timing" in metas[r].get("grader", {}) for r in graded), graded)
-        os.makedirs(os.path.join(self.tmp, "tracks", "p38_x", "rungs"))
-        with open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree.json"), "w", encoding="utf-8") as f:
+        os.makedirs(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree"))
+        with open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree", "rung.json"), "w", encoding="utf-8") as f:
             f.write('{"sass": [], "grader": {"timing": {"args": ["--batch", "8"]}}}')
-        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree.cu"), "w").close()  # the rung it describes
-        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "04_lone.json"), "w").close()  # beside no rung: not read
+        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "03_tree", "tree.cu"), "w").close()  # the rung it describes
+        open(os.path.join(self.tmp, "tracks", "p38_x", "rungs", "04_lone.json"), "w").close()  # in no rung folder: not read
         self.stage("02_atomics", '{"grader": {"timing": {"mode": "pool", "args": []}, "precision": "tf32"}}')
         config = rung_meta.with_rung_settings({"tracks": {"p38": {"about": "x"}}}, self.tmp)
         self.assertEqual(config["rungs"], {"02": {"timing": {"mode": "pool", "args": []}, "precision": "tf32"}})

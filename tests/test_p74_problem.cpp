@@ -23,7 +23,7 @@ using p74::Problem74;
 using p74::Triple;
 
 namespace ladder::p74 {
-const Rung& rung_00();  // rungs/00_cpu_reference.cpp, compiled into this test
+const Rung& rung_00();  // rungs/00_cpu_reference/cpu_reference.cpp, compiled into this test
 }
 
 namespace {

@@ -18,10 +18,10 @@ What gets compiled, the same set CMake builds (CMakeLists.txt, cmake/Stages.cmak
     built, written by cmake/Stages.cmake,
   - with_p38=True (python/conv_pool_ladder/p38.py asks for it), problem 38, the second track,
     too: its host code (tracks/p38_spatial_softmax/: problem, oracle, tolerance, rows),
-    registry.cpp (find_rung), device/geometry.cpp and all its rungs (rungs/*.cu and rungs/*.cpp,
-    each with the number and name cmake/Stages.cmake derives from its file name; rung 00, the
-    CPU reference, is compiled too, since the registry Stages.cmake generates lists every rung
-    file; it needs OpenMP, which the flags below already give), and the operators of
+    registry.cpp (find_rung), device/geometry.cpp and all its rungs (the source in each rung folder
+    rungs/NN_name/, with the number and name cmake/Stages.cmake derives from the folder's name;
+    rung 00, the CPU reference, is compiled too, since the registry Stages.cmake generates lists
+    every rung folder; it needs OpenMP, which the flags below already give), and the operators of
     csrc/p38_call.cpp. Not runner.cu or main.cpp (they
     need ladder/, nlohmann_json and CLI11). A module of its own (conv_pool_ladder_p38, or
     <stage set>_p38), so that the first track's modules neither wait for nor depend on the
@@ -99,14 +99,15 @@ def p38_track_dir(root: Path = REPO_ROOT):
 
 
 def _track_sources(track_dir, host, rungs: bool = True) -> list:
-    """A track folder's host files `host`, then (with rungs) device/geometry.cpp and every rung
-    (.cu and .cpp), sorted; [] where track_dir is None (the track is absent)."""
+    """A track folder's host files `host`, then (with rungs) device/geometry.cpp and every rung's
+    source (the .cu or .cpp file in each rung folder rungs/NN_name/), sorted; [] where track_dir
+    is None (the track is absent)."""
     if track_dir is None:
         return []
     files = [track_dir / f for f in host]
     if rungs:
         d = track_dir / "rungs"
-        files += [track_dir / "device" / "geometry.cpp"] + sorted(list(d.glob("*.cu")) + list(d.glob("*.cpp")))
+        files += [track_dir / "device" / "geometry.cpp"] + sorted(list(d.glob("*/*.cu")) + list(d.glob("*/*.cpp")))
     return files
 
 
@@ -137,8 +138,8 @@ def p74_sources(root: Path = REPO_ROOT) -> list:
 
 def track_rung_definitions(track_dir: Path, namespace: str, out_dir: Path, root: Path = REPO_ROOT):
     """({rung file path: its compile definitions}, the generated registry's path) of a track, as
-    CMake makes them (cmake/Stages.cmake in script mode: each rung's number and name from its file
-    name, rungs() of ladder::<namespace> over every rung file)."""
+    CMake makes them (cmake/Stages.cmake in script mode: each rung's number and name from its
+    folder's name, rungs() of ladder::<namespace> over every rung folder)."""
     listed, registry = out_dir / f"{namespace}__rungs.tsv", out_dir / f"{namespace}__rungs.cpp"
     run_stages_cmake(root, LADDER_TRACK_RUNGS_DIR=track_dir / "rungs", LADDER_TRACK_NAMESPACE=namespace,
                      LADDER_TRACK_RUNG_LIST_OUT=listed, LADDER_TRACK_REGISTRY_OUT=registry)

@@ -14,7 +14,7 @@ arguments) and the same parameters, created in the same order: one seed gives bo
 weights, and load_state_dict works either way.
 
 ModelNew.forward calls one GPU rung of tracks/p38_spatial_softmax (default "07",
-subpixel_tiled; any of "01".."07", a rung's name, or "07_subpixel_tiled") through the operator
+subpixel_tiled; any GPU rung's number, name, or folder name "07_subpixel_tiled") through the operator
 torch.ops.conv_pool_ladder_p38.p38_forward of the extension built with the track
 (load_extension([], with_p38=True), on first use; csrc/p38_call.cpp), which does every check in
 C++: x and the parameters must be float32, CUDA, contiguous and on one device (ValueError, or

@@ -1,7 +1,8 @@
 // The contract between a rung of the problem-38 track and the programs that run it (p38_ladder,
-// the tests, the Python binding). A rung is one file under rungs/, NN_name.cu (or .cpp for the CPU
-// rung), defining one descriptor function, LADDER_RUNG_SYMBOL() (common/toolkit/rung_id.hpp); the
-// build derives its number and name from the file name and generates the list in ladder order.
+// the tests, the Python binding). A rung is a folder under rungs/, NN_name/, whose one source (.cu, or
+// .cpp for the CPU rung) defines one descriptor function, LADDER_RUNG_SYMBOL()
+// (common/toolkit/rung_id.hpp); the build derives its number and name from the folder's name and
+// generates the list in ladder order.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,8 @@
 // The contract between a rung of the problem-74 track and the programs that run it (p74_ladder,
-// the tests, the Python binding). A rung is one file under rungs/, NN_name.cu (or .cpp for the CPU
-// rung), defining one descriptor function, LADDER_RUNG_SYMBOL() (common/toolkit/rung_id.hpp); the
-// build derives its number and name from the file name and generates the list in ladder order.
+// the tests, the Python binding). A rung is a folder under rungs/, NN_name/, whose one source (.cu, or
+// .cpp for the CPU rung) defines one descriptor function, LADDER_RUNG_SYMBOL()
+// (common/toolkit/rung_id.hpp); the build derives its number and name from the folder's name and
+// generates the list in ladder order.
 // Forward rungs (01-04) compute out and save what the backward needs; backward rungs (05-09)
 // compute the four gradients from that saved state; rung 00 does both on the CPU.
 #pragma once
