@@ -55,7 +55,8 @@ struct TiledFp32Host {
     }
     q.kernel_w = int(pr.kernel_size.w);
     q.patch_rows = int(rows);
-    q.ci_chunk = int(std::min<int64_t>({Tile::max_ci_chunk, pr.in_per_group(), budget / (Tile::buffers * per_ci_bytes)}));
+    q.ci_chunk =
+        int(std::min<int64_t>({Tile::max_ci_chunk, pr.in_per_group(), budget / (Tile::buffers * per_ci_bytes)}));
     q.smem_bytes = size_t(Tile::buffers * q.ci_chunk) * size_t(per_ci_bytes);
     q.tiles_w = int(ceil_div(pr.out_w(), Tile::tile_cols));
     const int64_t units = ceil_div(pr.out_h(), Tile::tile_rows) * q.tiles_w;
@@ -103,7 +104,8 @@ struct TiledFp32Host {
     if (!q.fast) {
       launch_conv_pool_general(p, a.in, q.g, partials, a.stream);
     } else {
-      const typename Tile::Args t{conv_params(p), a.in.x, a.in.weight, partials, q.g, q.tiles_w, q.ci_chunk, q.patch_rows};
+      const typename Tile::Args t{conv_params(p), a.in.x, a.in.weight, partials,
+                                  q.g, q.tiles_w, q.ci_chunk, q.patch_rows};
       static const std::string launch_of = std::string("launch of ") + Tile::name;  // built once
       with_tiled_kernel(q, [&](auto kernel) {
         kernel<<<q.g.blocks, Tile::threads, q.smem_bytes, a.stream>>>(t);
