@@ -146,12 +146,10 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_multistage(PipelineArgs
   float acc[kMT][kNT][4] = {};
   // BEGIN SOLUTION
   // STUB: ladder_todo("14.2", "load_a, load_b: a tap's A and B fragments, rounded to TF32");
-  // STUB: auto load_a = [&](const float* xs, int row, int kw, uint2& lo, uint2& hi) {
-  // STUB:   ladder_unused(xs, row, kw, lo, hi, a_lane, plane4);
-  // STUB: };
-  // STUB: auto load_b = [&](const float* ws, int kh, int kw, uint2 (&b)[kNT]) {
-  // STUB:   ladder_unused(ws, kh, kw, b, b_lane);
-  // STUB: };
+  // STUB: auto load_a = [&](const float* xs, int row, int kw,
+  // STUB:                   uint2& lo, uint2& hi) { ladder_unused(xs, row, kw, lo, hi, a_lane, plane4); };
+  // STUB: auto load_b = [&](const float* ws, int kh, int kw,
+  // STUB:                   uint2 (&b)[kNT]) { ladder_unused(ws, kh, kw, b, b_lane); };
   // The A fragment of one m16 tile: patch row `row` below the warp's first, tap column kw, the
   // values rounded to TF32 (cvt.rna) once, as they leave shared memory. lo = (a0, a2): (row g,
   // k t), (row g, k t+4); hi = (a1, a3): the same 8 pixels on.
