@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
     const float* ws = xs + patch_floats;
     // BEGIN SOLUTION 10 11
     // STUB: if (step == 0) ladder_todo("11.5", "the implicit GEMM in 3xTF32: split fragments, three mma_tf32");
-    // STUB: ladder_unused(xs, ws, wm, wn, g, t);
+    // STUB: ladder_unused(xs, ws, wm, wn, g, t, acc, split_tf32);
     for (int kh = 0; kh < p.kernel_h; ++kh) {
       // A of m16 tile i, tap (kh, kw): patch row 4*wm + i + (kernel_h-1-kh)*dh, column
       // g + KW-1-kw (fragment row g) and 8 columns on (row g+8), slots 2t, 2t+1.
