@@ -4,7 +4,8 @@
                                     (a track's rungs: --rungs p38-03,p38-04)
   check-handout DIR                 no solution, hidden test, secret or mutant in a handout
   grade [--submission DIR]          grades a submission (default: this tree) rung by rung
-  markers                           checks every solution and instructor marker of this tree
+  markers                           checks every solution and instructor marker of this tree, and
+                                    that each stub's hint id names a hint in its chapter
   selftest                          (instructor) references get full marks, stubs and fixtures lose
 
 The same command grades a student's work locally and officially; the official run adds the
@@ -15,7 +16,7 @@ import argparse
 import os
 import sys
 
-from . import grade, handout, markers, selftest
+from . import grade, handout, markers, selftest, todo_hints
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,19 +55,26 @@ def cmd_check_handout(args):
 
 
 def cmd_markers(_args):
-    count = 0
+    count, parsed_files = 0, []
     for path in handout.repo_files(ROOT):
         if handout.has_markers(path) and not path.startswith(("results/", "profiles/", "notebooks/")):
             try:
                 parsed = handout.parse_file(ROOT, path)
             except UnicodeDecodeError:  # a binary file (compressed test data) holds no marker
                 continue
+            parsed_files.append((path, parsed))
             for region in parsed.regions():
                 count += 1
                 if not region.stub:
                     print(f"{path}:{region.begin_line}: region of rung(s) {' '.join(sorted(region.owners))} has no STUB line")
                     return 1
+    problems = todo_hints.problems(ROOT, parsed_files)
+    for p in problems:
+        print(p)
+    if problems:
+        return 1
     print(f"{count} solution regions, all well formed")
+    print("every stub's hint id names a hint in its chapter, and every hint a stub")
     return 0
 
 

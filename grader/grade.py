@@ -27,13 +27,12 @@ import filecmp
 import hashlib
 import json
 import os
-import re
 import secrets
 import shutil
 import subprocess
 import tempfile
 
-from . import handout, integrity, markers, problems, reports, rung_meta, runs, sandbox, track
+from . import handout, integrity, markers, problems, reports, rung_meta, runs, sandbox, todo_hints, track
 
 ROOT = None  # set by add_parser
 log = runs.log
@@ -325,13 +324,11 @@ def build(args, jail, rungs, folders, reference, track_rungs=(), declared=None, 
     return out
 
 
-TODO_CALL = re.compile(r'ladder_todo\(\s*"((?:[^"\\]|\\.)*)"')
-
-
 def stub_todos(r, files, submission):
     """The TODO lines of rung r, from the grader's reading of its stub markers: for each stub
     that the handout puts in a declared file and that the submission's file still holds, the
-    stub's own message, as the instructor wrote it. Nothing of the submission's text is copied."""
+    stub's own message, as the instructor wrote it, and where its hint is (grader/todo_hints.py).
+    Nothing of the submission's text is copied."""
     lines = set()
     label = f"{r} {handout.rung_name(ROOT, r)}" if handout.is_track_rung(r) else f"stage {r}"
     for path in files:
@@ -342,9 +339,10 @@ def stub_todos(r, files, submission):
         except (OSError, markers.MarkerError):
             continue
         code = "\n".join(l for l in theirs.splitlines() if not markers.STUB.match(l))  # not the STUB comments
-        for message in TODO_CALL.findall(stubbed):
-            if f'ladder_todo("{message}"' in code:
-                lines.add(f"TODO({label}): {message}")
+        left = set(todo_hints.TODO_CALL.findall(code))
+        for hint_id, message in todo_hints.TODO_CALL.findall(stubbed):
+            if (hint_id, message) in left:
+                lines.add(todo_hints.todo_line(ROOT, label, hint_id, message))
     return sorted(lines)
 
 

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-from grader import grade, handout, integrity, markers, problems, reports, rung_meta, runs, sandbox, selftest, technique, track  # noqa: E402
+from grader import grade, handout, integrity, markers, problems, reports, rung_meta, runs, sandbox, selftest, technique, todo_hints, track  # noqa: E402
 
 ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
 
@@ -178,6 +178,68 @@ class TreeMarkersTest(unittest.TestCase):
                                     f"{path}:{region.begin_line}: no ladder_todo(...) stub line")
         self.assertLessEqual(early, owners, "every rung 01..05 owns a code region")
 
+    def kernel_files(self):
+        return [p for p in handout.repo_files(ROOT) if todo_hints.is_kernel_file(p)]
+
+    def test_kernel_lines_fit(self):
+        """No line of a kernel-bearing file (stages/, tracks/: .cu, .cuh) is longer than
+        todo_hints.MAX_LINE: a stub's long hint lives in the chapter's TODO hints."""
+        files = self.kernel_files()
+        self.assertIn("stages/09_async_copy/async_copy.cu", files)
+        self.assertIn("tracks/p74_backward/device/reduce.cuh", files)
+        self.assertEqual(todo_hints.long_lines(ROOT, files), [])
+
+    def test_a_planted_long_line_is_found(self):
+        with tempfile.TemporaryDirectory(prefix="ta_") as tmp:
+            path = "stages/09_async_copy/async_copy.cu"
+            with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                lines = f.read().splitlines()
+            lines.insert(3, "// STUB: ladder_todo(\"09.9\", \"" + "x" * todo_hints.MAX_LINE + "\");")
+            lines.insert(5, "y" * todo_hints.MAX_LINE)  # exactly at the limit: fits
+            write(os.path.join(tmp, path), "\n".join(lines) + "\n")
+            write(os.path.join(tmp, "stages/09_async_copy/README.md"), "z" * 500 + "\n")  # a chapter: not a kernel
+            found = todo_hints.long_lines(tmp, [path, "stages/09_async_copy/README.md"])
+            self.assertEqual(len(found), 1, found)
+            self.assertRegex(found[0], where(path, 4))
+
+    def test_every_stub_names_a_hint_of_its_chapter(self):
+        p = cli("markers")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("every stub's hint id names a hint in its chapter", p.stdout)
+        files = [(f, handout.parse_file(ROOT, f)) for f in handout.repo_files(ROOT)
+                 if f.startswith(("stages/", "tracks/")) and f.endswith((".cu", ".cuh", ".md"))]
+        self.assertEqual(todo_hints.problems(ROOT, files), [])
+        ids = [i for _, parsed in files for r in parsed.regions() for i, _ in todo_hints.stub_ids(r)]
+        self.assertGreater(len(ids), 60)
+        self.assertIn("09.1", ids)
+        self.assertIn("p74-07.2", ids)  # a TODO(...) comment in a stub that runs nothing
+
+    def test_hint_problems_are_found(self):
+        """Planted: a ladder_todo without its id, a missing hint, a stub of stage 13 naming stage
+        12's hint, a shared id, and a hint no stub names."""
+        with tempfile.TemporaryDirectory(prefix="ta_") as tmp:
+            write(os.path.join(tmp, "stages/12_a/README.md"), "# 12\n\n## TODO hints\n\n- **12.1**: x.\n- **12.2**: y.\n")
+            write(os.path.join(tmp, "stages/13_b/README.md"), "# 13\n\n## TODO hints\n\n- **13.1**: z.\n")
+            src = ("  // BEGIN SOLUTION\n  // STUB: ladder_todo(\"13.1\", \"a\");\n  // STUB: ladder_todo(\"12.1\", \"b\");\n"
+                   "  x();\n  // END SOLUTION\n  // BEGIN SOLUTION\n  // STUB: ladder_todo(\"no id\");\n"
+                   "  // STUB: // TODO(13.1): again\n  // STUB: ladder_todo(\"13.7\", \"c\");\n  y();\n  // END SOLUTION\n")
+            path = "stages/13_b/b.cu"
+            files = [(path, markers.parse(path, src, "13"))]
+            found = todo_hints.problems(tmp, files)
+            expected = [(path, 1, "hint 12.1 is in a chapter that need not ship"),
+                        (path, 6, "ladder_todo takes the hint id first"),
+                        (path, 6, "hint id 13.1 is used already at stages/13_b/b.cu:1"),
+                        (path, 6, "hint 13.7 is missing from stages/13_b/README.md"),
+                        ("stages/12_a/README.md", 6, "hint 12.2 is named by no stub")]
+            self.assertEqual(len(found), len(expected), found)
+            for (f, line, text), got in zip(expected, found):
+                self.assertRegex(got, where(f, line))
+                self.assertIn(text, got)
+            # A stages/lib/ file may name the chapter of any owner of its region.
+            lib = "stages/lib/x.cuh"
+            ok = "  // BEGIN SOLUTION 12 13\n  // STUB: ladder_todo(\"12.2\", \"b\");\n  x();\n  // END SOLUTION\n"
+            self.assertFalse([p for p in todo_hints.problems(tmp, [(lib, markers.parse(lib, ok))]) if "x.cuh" in p])
+
 
 class HandoutCase(unittest.TestCase):
     """A handout of RUNGS, written once for the class in a temporary folder (self.out)."""
@@ -256,6 +318,24 @@ class HandoutTest(HandoutCase):
             self.assertIn("ladder_todo(", self.read(path), path)
         for path in ("stages/01_per_thread_loop/per_thread_loop.cu", "stages/02_atomics/atomics.cu"):
             self.assertNotIn("ladder_todo(", self.read(path), f"{path} is handed complete")
+
+    def test_stub_hints_ship(self):
+        """Every stub the handout holds names a hint that its own chapter holds, and the grader's
+        TODO line for a stub left in place says where that hint is."""
+        stubs = 0
+        for path in ("stages/03_shared_tree/shared_tree.cu", "stages/04_warp_shuffle/warp_shuffle.cu",
+                     "stages/lib/warp_reduce.cuh"):
+            for hint_id, what in todo_hints.TODO_CALL.findall(self.read(path)):
+                stubs += 1
+                chapter = todo_hints.chapter_of(self.out, hint_id)
+                self.assertIn(hint_id, todo_hints.hints_in(self.read(chapter)), f"{path}: {hint_id}")
+                self.assertLessEqual(len(what), todo_hints.MAX_LINE)
+        self.assertGreaterEqual(stubs, 4)
+        with mock.patch.object(grade, "ROOT", ROOT):
+            self.assertEqual(grade.stub_todos("03", ["stages/03_shared_tree/shared_tree.cu"], self.out),
+                             ["TODO(stage 03): pool_shared_tree: the loads, a tree in shared memory, one atomicAdd "
+                              '[hint 03.1: "TODO hints" in stages/03_shared_tree/README.md]'])
+            self.assertEqual(grade.stub_todos("03", ["stages/03_shared_tree/shared_tree.cu"], ROOT), [])  # solved
 
     def test_check_handout_clean(self):
         p = cli("check-handout", self.out)
@@ -430,7 +510,7 @@ class P74HandoutTest(HandoutCase):
         for path, stubs in ((reduce, ("block_tree_sum", "block_warp_sum")), (two_level, ("channel_sums",))):
             text = self.read(path)
             for name in stubs:  # the one stub convention, the stages' (common/toolkit/todo.cuh)
-                self.assertIn(f'ladder_todo("{name}: ', text)
+                self.assertRegex(text, r'ladder_todo\("p74-0\d\.\d", "' + name + ': ')
             self.assertIsNone(re.search(r"(?m)^\s*//\s*(BEGIN|END) SOLUTION|STUB:", text), path)
         self.assertNotIn("__shfl_down_sync(", self.read(reduce))
         self.assertNotIn("partials[plane * gridDim.x + blockIdx.x] = sum", self.read(two_level))

@@ -18,7 +18,7 @@ namespace {
 __global__ void pool_per_thread(const float* __restrict__ conv_out, int64_t planes,
                                 int64_t plane_size, float* __restrict__ pooled) {
   // BEGIN SOLUTION
-  // STUB: ladder_todo("pool_per_thread: thread `plane` (one per (n, co) plane, planes of them) adds the plane_size values of its plane of conv_out and writes their mean to pooled[plane]");
+  // STUB: ladder_todo("01.1", "pool_per_thread: thread `plane` writes its plane's mean to pooled[plane]");
   const int64_t plane = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (plane >= planes) return;
   const float* src = conv_out + plane * plane_size;

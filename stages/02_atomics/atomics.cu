@@ -26,7 +26,7 @@ namespace {
 __global__ void pool_atomic_per_element(const float* __restrict__ conv_out, int64_t total,
                                         int64_t plane_size, float* __restrict__ sums) {
   // BEGIN SOLUTION
-  // STUB: ladder_todo("pool_atomic_per_element: thread idx (one per convT element, total of them) adds conv_out[idx] into the sum of its plane, sums[idx / plane_size], with one atomicAdd");
+  // STUB: ladder_todo("02.1", "pool_atomic_per_element: add conv_out[idx] into its plane's sum with one atomicAdd");
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= total) return;
   atomicAdd(&sums[idx / plane_size], conv_out[idx]);  // result unused: compiles to RED

@@ -63,7 +63,7 @@ __global__ void pool_shared_tree(const float* __restrict__ conv_out, int plane_s
   const float* src = conv_out + int64_t(plane) * plane_size;
 
   // BEGIN SOLUTION
-  // STUB: ladder_todo("pool_shared_tree: this block reduces chunk `chunk` (kChunk elements) of plane `plane`, which starts at src: each thread loads kLoadsPerThread elements, kBlock apart, and adds them; the block halves its kBlock partial sums level by level in shared memory (sequential addressing, a barrier between levels); thread 0 adds the block's sum into sums[plane] with one atomicAdd");
+  // STUB: ladder_todo("03.1", "pool_shared_tree: the loads, a tree in shared memory, one atomicAdd");
   // STUB: ladder_unused(tid, src, chunk, plane_size, sums);
   __shared__ float sh[kBlock];
 

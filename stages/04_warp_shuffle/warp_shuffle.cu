@@ -34,7 +34,7 @@ static_assert(kBlock % kWarp == 0 && kBlock / kWarp <= kWarp, "one warp reduces 
 /// straight from its register. All in registers: no shared memory and no barrier.
 __device__ __forceinline__ float warp_sum(float v) {
   // BEGIN SOLUTION 04
-  // STUB: ladder_todo("warp_sum: add v over the 32 lanes of the warp with __shfl_down_sync (offsets 16, 8, 4, 2, 1) and return the sum in lane 0");
+  // STUB: ladder_todo("04.1", "warp_sum: the warp's sum of v in lane 0, with __shfl_down_sync");
   // STUB: ladder_unused(kFullMask);
   // STUB: return v;
 #pragma unroll
@@ -60,7 +60,7 @@ __global__ void pool_warp_shuffle(const float* __restrict__ conv_out, int plane_
 
   // First add during load, as in stage 03.
   // BEGIN SOLUTION 03
-  // STUB: ladder_todo("the loads, as in stage 03: each thread loads kLoadsPerThread elements of its block's chunk, kBlock apart, and adds them into acc");
+  // STUB: ladder_todo("04.2", "the loads, as in stage 03: kLoadsPerThread elements, kBlock apart, into acc");
   // STUB: float acc = 0.0f;
   // STUB: ladder_unused(tid, src, chunk, plane_size);
   const unsigned begin = chunk * unsigned(kChunk) + unsigned(tid);
@@ -76,7 +76,7 @@ __global__ void pool_warp_shuffle(const float* __restrict__ conv_out, int plane_
 
   // Block reduce: shuffles inside each warp, one shared slot per warp, shuffles in warp 0.
   // BEGIN SOLUTION 04
-  // STUB: ladder_todo("the block's sum: each warp adds its 32 values of acc with warp_sum, lane 0 of every warp puts the warp's sum in shared memory, and after a barrier warp 0 adds those kBlock / kWarp sums with warp_sum again; lane 0 then adds the block's sum into sums[plane] with one atomicAdd");
+  // STUB: ladder_todo("04.3", "the block's sum: warp_sum in each warp, then over the warps; one atomicAdd");
   // STUB: ladder_unused(warp_sum(acc), plane, sums);
   __shared__ float warp_sums[kBlock / kWarp];
   const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);

@@ -36,7 +36,7 @@ static_assert(kBlock % kWarp == 0 && kBlock / kWarp <= kWarp, "one warp reduces 
 /// straight from its register. All in registers: no shared memory and no barrier.
 __device__ __forceinline__ float warp_sum(float v) {
   // BEGIN SOLUTION 04
-  // STUB: ladder_todo("warp_sum: add v over the 32 lanes of the warp with __shfl_down_sync (offsets 16, 8, 4, 2, 1) and return the sum in lane 0");
+  // STUB: ladder_todo("05.1", "warp_sum: the warp's sum of v in lane 0, with __shfl_down_sync");
   // STUB: ladder_unused(kFullMask);
   // STUB: return v;
 #pragma unroll
@@ -69,7 +69,7 @@ __global__ void pool_vectorized(const float* __restrict__ conv_out, int plane_si
   const float* src = conv_out + int64_t(plane) * plane_size;
 
   // BEGIN SOLUTION
-  // STUB: ladder_todo("pool_vectorized's loads: split the plane at src into a scalar head, aligned float4s and a scalar tail (split_chunk in lib/aligned_split.cuh); block chunk reads float4s [chunk * kChunk4, +kChunk4) of the body in a grid-stride loop, kUnroll 16-byte loads issued before their adds, and chunk 0 also adds the head and tail; everything goes into acc");
+  // STUB: ladder_todo("05.2", "pool_vectorized's loads: head, float4 body (kUnroll in flight), tail, into acc");
   // STUB: float acc = 0.0f;
   // STUB: ladder_unused(tid, chunk, src, plane_size);
   // Split the plane by the address (lib/aligned_split.cuh), so any base offset works (src is at
@@ -102,7 +102,7 @@ __global__ void pool_vectorized(const float* __restrict__ conv_out, int plane_si
 
   // Block reduce: shuffles inside each warp, one shared slot per warp, shuffles in warp 0.
   // BEGIN SOLUTION 04
-  // STUB: ladder_todo("the block's sum: each warp adds its 32 values of acc with warp_sum, lane 0 of every warp puts the warp's sum in shared memory, and after a barrier warp 0 adds those kBlock / kWarp sums with warp_sum again; lane 0 then adds the block's sum into sums[plane] with one atomicAdd");
+  // STUB: ladder_todo("05.3", "the block's sum: warp_sum in each warp, then over the warps; one atomicAdd");
   // STUB: ladder_unused(warp_sum(acc), plane, sums);
   __shared__ float warp_sums[kBlock / kWarp];
   const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);

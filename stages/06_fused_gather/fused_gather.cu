@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads)
   // across the loop would be spilled to local memory (ptxas, nvcc 13.0, sm_90).
   float* slot = partial_slot(partials, g, bc.n, bc.part, p.out_channels, co);
   // BEGIN SOLUTION
-  // STUB: ladder_todo("conv_pool_gather, the pool in registers: thread tid computes the convT outputs of pixels pix_begin + tid, + kThreads, ... below pix_end of plane (bc.n, co) with gather_output (lib/conv_transpose_gather.cuh, started from 0, not the conv bias; row oh = pix / p.out_w, column ow = pix % p.out_w) and adds them into the register sum instead of storing them");
+  // STUB: ladder_todo("06.1", "conv_pool_gather: this thread's convT outputs (gather_output), summed in registers");
   // STUB: float sum = 0.0f;
   // STUB: ladder_unused(tid, p, x, weight, bc, co, pix_begin, pix_end);
   float sum = 0.0f;  // this thread's outputs, added as they are computed
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
   // END SOLUTION
 
   // BEGIN SOLUTION 04 06
-  // STUB: ladder_todo("conv_pool_gather, the block's partial: add the kThreads values of sum in a fixed order (warp_allreduce_sum in each warp, lane 0 puts its warp's sum in warp_sums[warp], a barrier, then thread 0 adds the kWarps slots in warp order) and thread 0 writes the result once to *slot: no atomics");
+  // STUB: ladder_todo("06.2", "conv_pool_gather: the block's sum in a fixed order, written once to *slot");
   // STUB: ladder_unused(sum, slot, lane, warp, warp_sums);
   sum = warp_allreduce_sum(sum);
   if (lane == 0) warp_sums[warp] = sum;

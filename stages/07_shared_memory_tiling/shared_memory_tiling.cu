@@ -135,8 +135,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) conv_pool_smem_tile(Tile
     const int tile = tile_begin + step / chunks, chunk = step % chunks;
     const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("load_step(step) in conv_pool_smem_tile, the fill: copy the inputs of input-channel chunk `chunk` for output tile (th, tw) into shared memory. For each channel cl < nci of the chunk (input channel ci_group + chunk * a.ci_chunk + cl, nci at most a.ci_chunk): the input patch with its halo, patch[cl][row][col] = x[bc.n, ci, th * kTileRows + padding_h - (kernel_h - 1) * dilation_h + row, tw * kTileCols + padding_w - (KW - 1) + col] for row < a.patch_rows, col < kTileCols + KW - 1 (0.0f outside the input), at smem[cl * patch_floats + row * kPitch + col]; then the weights of the block's kCoTile channels, ws[cl][tap][co] = weight[ci, bc.co_base + co, tap] (0.0f for co >= co_count), at smem[a.ci_chunk * patch_floats + cl * weight_floats + tap * kCoTile + co]. Each thread copies its share (the copy roles fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid above)");
-    // STUB: ladder_unused(chunk, th, tw, fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid, int(kTapStep), x_n, in_plane, ci_group, patch_floats, weight_floats, taps, smem);
+    // STUB: if (step == 0) ladder_todo("07.1", "load_step(step): chunk `chunk`'s x patch and weights into smem");
+    // STUB: ladder_unused(chunk, th, tw, fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid, int(kTapStep));
+    // STUB: ladder_unused(x_n, in_plane, ci_group, patch_floats, weight_floats, taps, smem);
     const int ih0 = th * kTileRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
     const int iw = tw * kTileCols + p.padding_w - (KW - 1) + fill_col;
     const bool col_inside = fills_x && iw >= 0 && iw < p.in_w;
@@ -167,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) conv_pool_smem_tile(Tile
 
   for (int step = 0; step < steps; ++step) {
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("conv_pool_smem_tile, each step: fill shared memory with the step's inputs (load_step) and make sure every thread's copies have landed before any thread reads them");
+    // STUB: if (step == 0) ladder_todo("07.2", "each step: load_step, then wait for every thread's copies");
     // STUB: ladder_unused(load_step);
     load_step(step);
     __syncthreads();  // every thread's copies are in shared memory
@@ -175,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) conv_pool_smem_tile(Tile
     const int chunk = step % chunks;
     const int nci = min(a.ci_chunk, p.in_per_group - chunk * a.ci_chunk);
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("conv_pool_smem_tile, the compute from shared memory: in a warp with warp_active, thread (warp, lane) adds to acc the chunk's taps for its ONE output (channel warp of the tile, pixel (r, c)): for cl < nci, jh < kernel_h, kk < KW, acc += patch[cl][r + jh * dilation_h][c + kk] * ws[cl][(kernel_h - 1 - jh) * KW + KW - 1 - kk][warp], both operands read from shared memory (the layout load_step writes)");
+    // STUB: if (step == 0) ladder_todo("07.3", "one output per thread, both operands from shared memory");
     // STUB: ladder_unused(nci, warp_active, patch_floats, weight_floats, smem);
     if (warp_active) {
       const float* xs = smem;

@@ -131,8 +131,9 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_register_tile(TiledArgs
     const int tile = tile_begin + step / chunks, chunk = step % chunks;
     const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
     // BEGIN SOLUTION 07
-    // STUB: if (step == 0) ladder_todo("load_step(step) in conv_pool_register_tile, the fill (as in stage 07): copy the inputs of input-channel chunk `chunk` for output tile (th, tw) into shared memory. For each channel cl < nci of the chunk (input channel ci_group + chunk * a.ci_chunk + cl, nci at most a.ci_chunk): the input patch with its halo, patch[cl][row][col] = x[bc.n, ci, th * kTileRows + padding_h - (kernel_h - 1) * dilation_h + row, tw * kTileCols + padding_w - (KW - 1) + col] for row < a.patch_rows, col < kTileCols + KW - 1 (0.0f outside the input), at smem[cl * patch_floats + row * kPitch + col]; then the weights of the block's kCoTile channels, ws[cl][tap][co] = weight[ci, bc.co_base + co, tap] (0.0f for co >= co_count), at smem[a.ci_chunk * patch_floats + cl * weight_floats + tap * kCoTile + co]. Each thread copies its share (the copy roles fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid above)");
-    // STUB: ladder_unused(chunk, th, tw, fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid, int(kTapStep), x_n, in_plane, ci_group, patch_floats, weight_floats, taps, smem);
+    // STUB: if (step == 0) ladder_todo("08.1", "load_step(step), as in stage 07: x patch and weights into smem");
+    // STUB: ladder_unused(chunk, th, tw, fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid, int(kTapStep));
+    // STUB: ladder_unused(x_n, in_plane, ci_group, patch_floats, weight_floats, taps, smem);
     const int ih0 = th * kTileRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
     const int iw = tw * kTileCols + p.padding_w - (KW - 1) + fill_col;
     const bool col_inside = fills_x && iw >= 0 && iw < p.in_w;
@@ -169,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_register_tile(TiledArgs
 
   for (int step = 0; step < steps; ++step) {
     // BEGIN SOLUTION 07
-    // STUB: if (step == 0) ladder_todo("conv_pool_register_tile, each step (as in stage 07): fill shared memory with the step's inputs (load_step) and make sure every thread's copies have landed before any thread reads them");
+    // STUB: if (step == 0) ladder_todo("08.2", "each step, as in stage 07: load_step, then a barrier");
     // STUB: ladder_unused(load_step);
     load_step(step);
     __syncthreads();  // every thread's copies are in shared memory
@@ -177,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_register_tile(TiledArgs
     const int chunk = step % chunks;
     const int nci = min(a.ci_chunk, p.in_per_group - chunk * a.ci_chunk);
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("conv_pool_register_tile, the register tile: in a warp with warp_active, thread (warp, lane) adds the chunk's taps to its kPix x kCo accumulators acc[m][c], output pixel (r, t * kPix + m) of the tile, channel warp * kCo + c of the block. For cl < nci and kernel row jh < kernel_h, load the row window patch[cl][r + jh * dilation_h][t * kPix .. + kWindow) once (float4 loads from shared memory) and reuse it for all KW taps of the row: window[m + kk] is the input of output m under tap kw = KW - 1 - kk, kh = kernel_h - 1 - jh; per tap load the kCo weights ws[cl][kh * KW + kw][warp * kCo .. + kCo) as two float4 (a broadcast) and do the kPix * kCo FMAs. Layout as load_step writes it: patch[cl][row][col] at smem[cl * patch_floats + row * kPitch + col], ws[cl][tap][co] at smem[a.ci_chunk * patch_floats + cl * weight_floats + tap * kCoTile + co]");
+    // STUB: if (step == 0) ladder_todo("08.3", "the register tile: kPix x kCo outputs, a row window per kernel row");
     // STUB: ladder_unused(nci, warp_active, patch_floats, weight_floats, smem);
     if (warp_active) {
       const float* xs = smem;

@@ -133,8 +133,10 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_async_copy(TiledArgs a)
     const int tile = tile_begin + step / chunks, chunk = step % chunks;
     const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
     // BEGIN SOLUTION 07 09
-    // STUB: if (step == 0) ladder_todo("load_step(step) in conv_pool_async_copy, the fill as cp.async copies into buffer step & 1 (smem + (step & 1) * stage_floats), issued without waiting for them: for each channel cl < nci of input-channel chunk `chunk` (input channel ci_group + chunk * a.ci_chunk + cl, nci at most a.ci_chunk), the input patch with its halo of output tile (th, tw), patch[cl][row][col] = x[bc.n, ci, th * kTileRows + padding_h - (kernel_h - 1) * dilation_h + row, tw * kTileCols + padding_w - (KW - 1) + col] for row < a.patch_rows, col < kTileCols + KW - 1, at buffer[cl * patch_floats + row * kPitch + col], where outside the input cp_async_f32's zero-fill form writes 0.0f (src_valid false, with any valid address as the source); then the weights of the block's kCoTile channels, ws[cl][tap][co] = weight[ci, bc.co_base + co, tap] (zero-filled for co >= co_count), at buffer[a.ci_chunk * patch_floats + cl * weight_floats + tap * kCoTile + co]. Each thread copies its share (the copy roles fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid above)");
-    // STUB: ladder_unused(chunk, th, tw, fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid, int(kTapStep), x_n, in_plane, ci_group, patch_floats, weight_floats, stage_floats, taps, smem, cp_async_f32);
+    // STUB: if (step == 0) ladder_todo("09.1", "load_step(step) as cp.async copies into buffer step & 1");
+    // STUB: ladder_unused(chunk, th, tw, fill_col, fill_row0, fills_x, w_co, w_tap0, w_valid, int(kTapStep));
+    // STUB: ladder_unused(x_n, in_plane, ci_group, patch_floats, weight_floats, stage_floats, taps, smem);
+    // STUB: ladder_unused(cp_async_f32);
     const int ih0 = th * kTileRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
     const int iw = tw * kTileCols + p.padding_w - (KW - 1) + fill_col;
     const bool col_inside = fills_x && iw >= 0 && iw < p.in_w;
@@ -170,14 +172,14 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_async_copy(TiledArgs a)
   }
 
   // BEGIN SOLUTION
-  // STUB: ladder_todo("conv_pool_async_copy, the pipeline's start: enqueue the copies of step 0 (load_step) and close them as one cp.async group (cp_async_commit) before the loop");
+  // STUB: ladder_todo("09.2", "the pipeline's start: enqueue step 0 and commit it as one group");
   // STUB: ladder_unused(load_step, cp_async_commit);
   load_step(0);
   cp_async_commit();
   // END SOLUTION
   for (int step = 0; step < steps; ++step) {
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("conv_pool_async_copy, each step: enqueue the copies of step + 1, if there is one, into the other buffer so that they fly while this step computes, commit them as a group (also when there is none, so the group count stays in step), wait until only that newest group may still be in flight (cp_async_wait<1>: this thread's copies for `step` have landed) and then for every other thread's (a barrier)");
+    // STUB: if (step == 0) ladder_todo("09.3", "each step: enqueue step + 1, commit, cp_async_wait<1>, a barrier");
     // STUB: ladder_unused(load_step);
     if (step + 1 < steps) load_step(step + 1);  // overlaps with this step's math
     cp_async_commit();
@@ -187,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, 2) conv_pool_async_copy(TiledArgs a)
     const int chunk = step % chunks;
     const int nci = min(a.ci_chunk, p.in_per_group - chunk * a.ci_chunk);
     // BEGIN SOLUTION 08
-    // STUB: if (step == 0) ladder_todo("conv_pool_async_copy, the register tile (as in stage 08), from buffer step & 1: in a warp with warp_active, thread (warp, lane) adds the chunk's taps to its kPix x kCo accumulators acc[m][c], output pixel (r, t * kPix + m) of the tile, channel warp * kCo + c of the block. For cl < nci and kernel row jh < kernel_h, load the row window patch[cl][r + jh * dilation_h][t * kPix .. + kWindow) once (float4 loads from shared memory) and reuse it for all KW taps of the row: window[m + kk] is the input of output m under tap kw = KW - 1 - kk, kh = kernel_h - 1 - jh; per tap load the kCo weights ws[cl][kh * KW + kw][warp * kCo .. + kCo) as two float4 (a broadcast) and do the kPix * kCo FMAs. Layout as load_step writes it, in buffer = smem + (step & 1) * stage_floats: patch[cl][row][col] at buffer[cl * patch_floats + row * kPitch + col], ws[cl][tap][co] at buffer[a.ci_chunk * patch_floats + cl * weight_floats + tap * kCoTile + co]");
+    // STUB: if (step == 0) ladder_todo("09.4", "the register tile of stage 08, from buffer step & 1");
     // STUB: ladder_unused(nci, warp_active, patch_floats, weight_floats, stage_floats, smem);
     if (warp_active) {
       const float* xs = smem + (step & 1) * stage_floats;

@@ -70,7 +70,7 @@ __global__ void tf32_weight_layout(ConvParams p, const float* weight, float* wt,
   rest /= co_tiles;
   const int chunk = int(rest % chunks), group = int(rest / chunks);
   // BEGIN SOLUTION
-  // STUB: ladder_todo("tf32_weight_layout: wt[e] = round_to_tf32(weight[group * in_per_group + ci, co_tile * kCoTile + co, tap]) for the input channel ci = chunk * kCiChunk + cl whose channel_slot(cl) is `slot`, 0.0f where ci >= in_per_group or the output channel >= out_per_group");
+  // STUB: ladder_todo("10.1", "tf32_weight_layout: wt[e], the weight of (slot, co, tap) rounded to TF32");
   // STUB: ladder_unused(slot, co, tap, co_tile, chunk, group, weight, wt);
   const int cl = slot / 2 + 4 * (slot % 2);  // channel_slot's inverse
   const int ci = chunk * kCiChunk + cl, co_g = co_tile * kCoTile + co;
@@ -128,7 +128,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
   const int x_cl = tid % kCiChunk, x_pixel0 = tid / kCiChunk, x_slot = channel_slot(x_cl);
   const int patch_pixels = a.patch_rows * kPitch;
   const int weight_floats = taps * kCoTile * kCiChunk;
-  const float* wt_block = a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kCoTile) * weight_floats;
+  const float* wt_block =
+      a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kCoTile) * weight_floats;
 
   // Visits this thread's share of the x patch of pipeline step `step` (tile step / chunks, chunk
   // step % chunks): op(shared destination, global source, source valid) for every value. The
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
     const bool x_ok = ci0 + x_cl < ci_group + p.in_per_group;  // past the group's end: zeros
     const float* x_c = x_n + int64_t(x_ok ? ci0 + x_cl : 0) * in_plane;
     // BEGIN SOLUTION 09
-    // STUB: if (step == 0) ladder_todo("for_my_x in stage 10, as in stage 09: the x patch of pipeline step `step` goes to buffer step & 1 (smem + (step & 1) * stage_floats)");
+    // STUB: if (step == 0) ladder_todo("10.2", "for_my_x, as in stage 09: step `step` into buffer step & 1");
     // STUB: float* xs = smem;
     float* xs = smem + (step & 1) * stage_floats;
     // END SOLUTION
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
   cp_async_commit();
   for (int step = 0; step < steps; ++step) {
     // BEGIN SOLUTION 09
-    // STUB: if (step == 0) ladder_todo("stage 10's pipeline, as in stage 09: enqueue the copies of step + 1, if there is one, before this step's math, commit them as a group (also when there is none) and wait until only that newest group may still be in flight (cp_async_wait<1>)");
+    // STUB: if (step == 0) ladder_todo("10.3", "the pipeline, as in stage 09: enqueue step + 1, commit, wait");
     // STUB: cp_async_commit();
     // STUB: cp_async_wait<0>();
     if (step + 1 < steps) load_step(step + 1);
@@ -178,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
     cp_async_wait<1>();  // this thread's copies of `step` have landed
     // END SOLUTION
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("conv_pool_tensor_cores: round the x values this thread copied for `step` to TF32 in place (round_x), before the barrier that lets the other warps read them");
+    // STUB: if (step == 0) ladder_todo("10.4", "round this thread's x copies of `step` to TF32 (round_x)");
     // STUB: ladder_unused(round_x);
     round_x(step);       // ... and the x values are rounded to TF32 by their copier
     // END SOLUTION
@@ -186,8 +187,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
     const float* xs = smem + (step & 1) * stage_floats;
     const float* ws = xs + patch_floats;
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("conv_pool_tensor_cores, the implicit GEMM of one step: for every tap (kh, kw) (one k8 slice: the chunk's 8 channels), warp (wm, wn) loads the B fragments of its kNTiles n8 tiles, (b0, b1) = one 8-byte load at ws[((kh * KW + kw) * kCoTile + wn * 64 + 8j + g) * kCiChunk + 2t], and for each of its kMTiles m16 tiles i (output row 4 * wm + i of the tile) the A fragments (a0, a2) and (a1, a3) = 8-byte loads at xs[((4 * wm + i + (kernel_h - 1 - kh) * dilation_h) * kPitch + g + KW - 1 - kw) * kCiChunk + 2t] and 8 pixels (8 * kCiChunk floats) further, then mma_tf32(acc[i][j], a_lo, a_hi, b[j]) for every j");
-    // STUB: ladder_unused(xs, ws, wm, wn, g, t);
+    // STUB: if (step == 0) ladder_todo("10.5", "the implicit GEMM of one step: fragments, then mma_tf32");
+    // STUB: ladder_unused(xs, ws, wm, wn, g, t, acc);
     for (int kh = 0; kh < p.kernel_h; ++kh) {
       // A of m16 tile i, tap (kh, kw): patch row 4*wm + i + (kernel_h-1-kh)*dh, column
       // g + KW-1-kw (fragment row g) and 8 columns on (row g+8), slots 2t, 2t+1.
@@ -215,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
       const int tile = tile_begin + step / chunks;
       const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
       // BEGIN SOLUTION
-      // STUB: ladder_todo("conv_pool_tensor_cores, the pool from the fragments: for m16 tile i (output row th * kTileRows + 4 * wm + i) and n8 tile j, acc[i][j][0] and acc[i][j][1] are columns 2t and 2t+1 of the pixel in column tw * kTileCols + g, acc[i][j][2] and [3] those of column + 8: add the in-range ones to pool[j][0] and pool[j][1], then clear acc");
+      // STUB: ladder_todo("10.6", "the pool from the fragments: in-range acc into pool, then clear acc");
       // STUB: ladder_unused(th, tw);
       const int ow_lo = tw * kTileCols + g, ow_hi = ow_lo + 8;
 #pragma unroll

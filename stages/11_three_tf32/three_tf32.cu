@@ -34,7 +34,7 @@ namespace {
 /// big + small equals v to about 2^-22 relative (common/toolkit/tf32.hpp emulates it: split_tf32).
 __device__ inline void split_tf32(const uint2& v, uint2& big, uint2& small) {
   // BEGIN SOLUTION
-  // STUB: ladder_todo("split_tf32: big = tf32_bits of each value, small = tf32_bits of (value - big)");
+  // STUB: ladder_todo("11.1", "split_tf32: big = tf32_bits(value), small = tf32_bits(value - big)");
   // STUB: big = small = v;
   big = make_uint2(tf32_bits(__uint_as_float(v.x)), tf32_bits(__uint_as_float(v.y)));
   small = make_uint2(tf32_bits(__uint_as_float(v.x) - __uint_as_float(big.x)),
@@ -60,7 +60,7 @@ __global__ void fragment_weight_layout(ConvParams p, const float* weight, float*
   rest /= co_tiles;
   const int chunk = int(rest % chunks), group = int(rest / chunks);
   // BEGIN SOLUTION 10
-  // STUB: ladder_todo("fragment_weight_layout: wt[e] = (weight[group * in_per_group + ci, co_tile * kCoTile + co, tap]) (FP32, not rounded) for the input channel ci = chunk * kCiChunk + cl whose channel_slot(cl) is `slot`, 0.0f where ci >= in_per_group or the output channel >= out_per_group");
+  // STUB: ladder_todo("11.2", "fragment_weight_layout: wt[e], the FP32 weight of (slot, co, tap)");
   // STUB: ladder_unused(slot, co, tap, co_tile, chunk, group, weight, wt);
   const int cl = slot / 2 + 4 * (slot % 2);  // channel_slot's inverse
   const int ci = chunk * kCiChunk + cl, co_g = co_tile * kCoTile + co;
@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
   const int x_cl = tid % kCiChunk, x_pixel0 = tid / kCiChunk, x_slot = channel_slot(x_cl);
   const int patch_pixels = a.patch_rows * kPitch;
   const int weight_floats = taps * kCoTile * kCiChunk;
-  const float* wt_block = a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kCoTile) * weight_floats;
+  const float* wt_block =
+      a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kCoTile) * weight_floats;
 
   // Visits this thread's share of the x patch of pipeline step `step` (tile step / chunks, chunk
   // step % chunks): op(shared destination, global source, source valid) for every value. The
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
     const bool x_ok = ci0 + x_cl < ci_group + p.in_per_group;  // past the group's end: zeros
     const float* x_c = x_n + int64_t(x_ok ? ci0 + x_cl : 0) * in_plane;
     // BEGIN SOLUTION 09
-    // STUB: if (step == 0) ladder_todo("for_my_x in stage 11, as in stage 09: the x patch of pipeline step `step` goes to buffer step & 1 (smem + (step & 1) * stage_floats)");
+    // STUB: if (step == 0) ladder_todo("11.3", "for_my_x, as in stage 09: step `step` into buffer step & 1");
     // STUB: float* xs = smem;
     float* xs = smem + (step & 1) * stage_floats;
     // END SOLUTION
@@ -156,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
   cp_async_commit();
   for (int step = 0; step < steps; ++step) {
     // BEGIN SOLUTION 09
-    // STUB: if (step == 0) ladder_todo("stage 11's pipeline, as in stage 09: enqueue the copies of step + 1, if there is one, before this step's math, commit them as a group (also when there is none) and wait until only that newest group may still be in flight (cp_async_wait<1>)");
+    // STUB: if (step == 0) ladder_todo("11.4", "the pipeline, as in stage 09: enqueue step + 1, commit, wait");
     // STUB: cp_async_commit();
     // STUB: cp_async_wait<0>();
     if (step + 1 < steps) load_step(step + 1);
@@ -167,8 +168,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
     const float* xs = smem + (step & 1) * stage_floats;
     const float* ws = xs + patch_floats;
     // BEGIN SOLUTION 10 11
-    // STUB: if (step == 0) ladder_todo("conv_pool_tensor_cores, the implicit GEMM of one step in 3xTF32: for every tap (kh, kw) (one k8 slice: the chunk's 8 channels), warp (wm, wn) loads the B fragments of its kNTiles n8 tiles, (b0, b1) = one 8-byte load at ws[((kh * KW + kw) * kCoTile + wn * 64 + 8j + g) * kCiChunk + 2t], and for each of its kMTiles m16 tiles i (output row 4 * wm + i of the tile) the A fragments (a0, a2) and (a1, a3) = 8-byte loads at xs[((4 * wm + i + (kernel_h - 1 - kh) * dilation_h) * kPitch + g + KW - 1 - kw) * kCiChunk + 2t] and 8 pixels (8 * kCiChunk floats) further, split every fragment into big and small parts (split_tf32) and do mma_tf32(acc[i][j], a_small, b_big), (a_big, b_small) and (a_big, b_big) for every j");
-    // STUB: ladder_unused(xs, ws, wm, wn, g, t);
+    // STUB: if (step == 0) ladder_todo("11.5", "the implicit GEMM in 3xTF32: split fragments, three mma_tf32");
+    // STUB: ladder_unused(xs, ws, wm, wn, g, t, acc, split_tf32);
     for (int kh = 0; kh < p.kernel_h; ++kh) {
       // A of m16 tile i, tap (kh, kw): patch row 4*wm + i + (kernel_h-1-kh)*dh, column
       // g + KW-1-kw (fragment row g) and 8 columns on (row g+8), slots 2t, 2t+1.
@@ -201,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_tensor_cores(TiledArgs 
       const int tile = tile_begin + step / chunks;
       const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
       // BEGIN SOLUTION 10
-      // STUB: ladder_todo("conv_pool_tensor_cores, the pool from the fragments: for m16 tile i (output row th * kTileRows + 4 * wm + i) and n8 tile j, acc[i][j][0] and acc[i][j][1] are columns 2t and 2t+1 of the pixel in column tw * kTileCols + g, acc[i][j][2] and [3] those of column + 8: add the in-range ones to pool[j][0] and pool[j][1], then clear acc");
+      // STUB: ladder_todo("11.6", "the pool from the fragments: in-range acc into pool, then clear acc");
       // STUB: ladder_unused(th, tw);
       const int ow_lo = tw * kTileCols + g, ow_hi = ow_lo + 8;
 #pragma unroll

@@ -64,7 +64,7 @@ struct Workspace {
 __device__ inline float chunk_sum_of(const Params& p, const float* __restrict__ x, int plane, int chunk,
                                      float* scratch) {
   // BEGIN SOLUTION
-  // STUB: ladder_todo("chunk_sum_of: the sum of chunk `chunk` (p.chunk_elems floats, the plane's last chunk shorter) of plane `plane` of x (p.plane_elems floats a plane), every thread's share with 16-byte loads (chunk_partial_sum, lib/chunk_sum.cuh) and the block's sum in a fixed order (block_allreduce_sum, lib/warp_reduce.cuh, scratch its kWarps floats), returned to every thread");
+  // STUB: ladder_todo("12.1", "chunk_sum_of: the block's sum of one chunk of a plane, to every thread");
   // STUB: ladder_unused(p, x, plane, chunk, scratch);
   // STUB: return 0.0f;
   const int64_t begin = int64_t(chunk) * p.chunk_elems;
@@ -83,7 +83,7 @@ __device__ inline void contract_plane(const Params& p, const float* __restrict__
                                       const Workspace& ws, float* scratch) {
   const ConvParams& c = p.conv;
   // BEGIN SOLUTION
-  // STUB: ladder_todo("contract_plane: for plane = n * Cin + ci with sum S, write R (ws.tap_sum, p.taps floats a plane) for every tap with plane_tap_sums (lib/tap_window.cuh; block_sum: block_allreduce_sum over scratch), make it visible to the block, then for each output channel j < Cout/g of ci's group write ws.contrib[plane * Cout/g + j] = sum over taps t of weight[ci, j, t] * R[t], in fp64");
+  // STUB: ladder_todo("12.2", "contract_plane: R of every tap, then contrib in fp64");
   // STUB: ladder_unused(c, p, x, weight, plane, S, ws, scratch);
   float* R = ws.tap_sum + int64_t(plane) * p.taps;
   plane_tap_sums(c, p.has_border, x + int64_t(plane) * p.plane_elems, S, R,
@@ -113,7 +113,7 @@ __device__ inline float channel_tile_pooled(const Params& p, const double* contr
                                             double (*slice)[32]) {
   const ConvParams& c = p.conv;
   // BEGIN SOLUTION
-  // STUB: ladder_todo("channel_tile_pooled: for co = base + lane, pooled = conv_bias[co] + (sum over the Cin/g input channels ci of co's group of contrib[n, ci, co mod Cout/g]) / (Hout * Wout), the sum in fp64 and in a fixed order (warp w adds ci = w, w + kWarps, ..., then warp 0 adds the kWarps sums from slice in warp order); returned in warp 0 for co < Cout; every thread calls it");
+  // STUB: ladder_todo("12.3", "channel_tile_pooled: pooled of channel base + lane, fp64, fixed order");
   // STUB: ladder_unused(c, p, contrib, conv_bias, n, base, slice);
   // STUB: return 0.0f;
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) / 32, co = base + lane;
@@ -153,8 +153,9 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 /// Conv, per plane. weight (Cin, Cout/g, kH, kW) fp32. Grid: one block of kBlock threads per
-/// plane = n*Cin + ci. S is the chunk sums added in block_allreduce_sum's fixed tree (lib/warp_reduce.cuh) (thread t takes
-/// chunk t); writes the plane's R (tap_sum) and its Cout/g slots (contrib).
+/// plane = n*Cin + ci. S is the chunk sums added in block_allreduce_sum's fixed tree
+/// (lib/warp_reduce.cuh) (thread t takes chunk t); writes the plane's R (tap_sum) and its Cout/g
+/// slots (contrib).
 __global__ void __launch_bounds__(kBlock)
     plane_contract(Params p, const float* __restrict__ x, const float* __restrict__ weight, Workspace ws) {
   __shared__ float scratch[kWarps];

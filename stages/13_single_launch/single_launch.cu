@@ -66,7 +66,7 @@ struct Workspace {
 __device__ inline float chunk_sum_of(const Params& p, const float* __restrict__ x, int plane, int chunk,
                                      float* scratch) {
   // BEGIN SOLUTION 12
-  // STUB: ladder_todo("chunk_sum_of (as in stage 12): the sum of chunk `chunk` (p.chunk_elems floats, the plane's last chunk shorter) of plane `plane` of x (p.plane_elems floats a plane), every thread's share with 16-byte loads (chunk_partial_sum, lib/chunk_sum.cuh) and the block's sum in a fixed order (block_allreduce_sum, lib/warp_reduce.cuh, scratch its kWarps floats), returned to every thread");
+  // STUB: ladder_todo("13.1", "chunk_sum_of (as in stage 12): the block's sum of one chunk, to every thread");
   // STUB: ladder_unused(p, x, plane, chunk, scratch);
   // STUB: return 0.0f;
   const int64_t begin = int64_t(chunk) * p.chunk_elems;
@@ -85,7 +85,7 @@ __device__ inline void contract_plane(const Params& p, const float* __restrict__
                                       const Workspace& ws, float* scratch) {
   const ConvParams& c = p.conv;
   // BEGIN SOLUTION 12
-  // STUB: ladder_todo("contract_plane (as in stage 12): for plane = n * Cin + ci with sum S, write R (ws.tap_sum, p.taps floats a plane) for every tap with plane_tap_sums (lib/tap_window.cuh; block_sum: block_allreduce_sum over scratch), make it visible to the block, then for each output channel j < Cout/g of ci's group write ws.contrib[plane * Cout/g + j] = sum over taps t of weight[ci, j, t] * R[t], in fp64");
+  // STUB: ladder_todo("13.2", "contract_plane (as in stage 12): R of every tap, then contrib in fp64");
   // STUB: ladder_unused(c, p, x, weight, plane, S, ws, scratch);
   float* R = ws.tap_sum + int64_t(plane) * p.taps;
   plane_tap_sums(c, p.has_border, x + int64_t(plane) * p.plane_elems, S, R,
@@ -116,7 +116,7 @@ __device__ inline float channel_tile_pooled(const Params& p, const double* contr
                                             double (*slice)[32]) {
   const ConvParams& c = p.conv;
   // BEGIN SOLUTION 12 13
-  // STUB: ladder_todo("channel_tile_pooled (stage 12's, reading the slots through L2): for co = base + lane, pooled = conv_bias[co] + (sum over the Cin/g input channels ci of co's group of contrib[n, ci, co mod Cout/g]) / (Hout * Wout), the sum in fp64 and in a fixed order (warp w adds ci = w, w + kWarps, ..., then warp 0 adds the kWarps sums from slice in warp order); the slots were written by other blocks of this launch, so read them with __ldcg, never through this SM's L1; returned in warp 0 for co < Cout; every thread calls it");
+  // STUB: ladder_todo("13.3", "channel_tile_pooled (stage 12's), the slots read with __ldcg");
   // STUB: ladder_unused(c, p, contrib, conv_bias, n, base, slice);
   // STUB: return 0.0f;
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) / 32, co = base + lane;
@@ -155,7 +155,7 @@ __device__ inline float channel_tile_pooled(const Params& p, const double* contr
 /// finds the counter at zero with no memset.
 __device__ inline bool arrive_last(unsigned* counter, unsigned expected, bool* last) {
   // BEGIN SOLUTION
-  // STUB: ladder_todo("arrive_last, the last-block pattern: count this block in *counter (expected blocks share it) once all its threads' writes are done, with an atomic add by one thread whose release makes the block's writes visible device-wide before the count; the block that brings the count to `expected` takes an acquire fence (then every other block's published writes are visible to it), resets *counter to 0 for the next launch, and returns true in all its threads (*last, in shared memory, tells them); every other block returns false");
+  // STUB: ladder_todo("13.4", "arrive_last: count the block (release); the last acquires, resets, returns true");
   // STUB: ladder_unused(counter, expected, last);
   // STUB: return false;
   __syncthreads();

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_multistage(PipelineArgs
     const int tile = tile_begin + step / chunks, chunk = step - (step / chunks) * chunks;
     const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("conv_pool_multistage, load_step: this thread's pieces of the x patch of pipeline step `step` (tile th, tw; chunk `chunk`) into buffer xs: channel `warp` of the chunk, vector column vcol, rows row0, row0 + kCopyRowsPerPass, ... of the patch, at xs + xs_role + (r - row0) * a.pitch; 16 bytes at a time with cp_async_16_or_zero (zeros for what lies outside the input or past the group's channels) when a.vec16, else four cp_async_f32 each with its own column mask");
+    // STUB: if (step == 0) ladder_todo("14.1", "load_step: this thread's pieces of step `step`'s x patch");
     // STUB: ladder_unused(xs, th, tw, copies_x, xs_role, x_n, in_plane, ci_group);
     if (copies_x) {
       const int ih0 = th * kTileRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
@@ -146,9 +146,11 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_multistage(PipelineArgs
   const int plane4 = 4 * a.plane;
   float acc[kMT][kNT][4] = {};
   // BEGIN SOLUTION
-  // STUB: ladder_todo("conv_pool_multistage, the fragment loads: load_a gives (a0, a2) and (a1, a3) of patch row `row` (counted from the warp's first) for tap column kw: a_lane's word + row * a.pitch + KW-1-kw, 8 pixels on, 4 planes on, and both, each rounded with tf32_bits; load_b gives b[j] = the 8-byte load of n8 tile j of tap (kh, kw): ws + (kh * KW + kw) * kCo * kCiChunk + b_lane + 8 * j * kCiChunk");
-  // STUB: auto load_a = [&](const float* xs, int row, int kw, uint2& lo, uint2& hi) { ladder_unused(xs, row, kw, lo, hi, a_lane, plane4); };
-  // STUB: auto load_b = [&](const float* ws, int kh, int kw, uint2 (&b)[kNT]) { ladder_unused(ws, kh, kw, b, b_lane); };
+  // STUB: ladder_todo("14.2", "load_a, load_b: a tap's A and B fragments, rounded to TF32");
+  // STUB: auto load_a = [&](const float* xs, int row, int kw,
+  // STUB:                   uint2& lo, uint2& hi) { ladder_unused(xs, row, kw, lo, hi, a_lane, plane4); };
+  // STUB: auto load_b = [&](const float* ws, int kh, int kw,
+  // STUB:                   uint2 (&b)[kNT]) { ladder_unused(ws, kh, kw, b, b_lane); };
   // The A fragment of one m16 tile: patch row `row` below the warp's first, tap column kw, the
   // values rounded to TF32 (cvt.rna) once, as they leave shared memory. lo = (a0, a2): (row g,
   // k t), (row g, k t+4); hi = (a1, a3): the same 8 pixels on.
@@ -206,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_multistage(PipelineArgs
   float pool[kNT][2] = {};  // columns 2t, 2t+1 of each n8 tile, summed over the thread's rows
 
   // BEGIN SOLUTION
-  // STUB: ladder_todo("conv_pool_multistage, the pipeline's prologue: fill a.stages - 1 buffers first, step s into buffer s for s < a.stages - 1 (load_step), one commit each, also when there is no step s");
+  // STUB: ladder_todo("14.3", "the prologue: steps 0 .. a.stages - 2 into their buffers, one commit each");
   // STUB: ladder_unused(load_step, taps);
   for (int s = 0; s < a.stages - 1; ++s) {
     if (s < steps) load_step(s, s);
@@ -216,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_multistage(PipelineArgs
   // END SOLUTION
   for (int step = 0; step < steps; ++step) {
     // BEGIN SOLUTION
-    // STUB: if (step == 0) ladder_todo("conv_pool_multistage, one pipeline step: wait until at most a.stages - 2 groups are in flight (cp_async_wait_dynamic), one __syncthreads, enqueue step + a.stages - 1 (if there is one) into the buffer read one step ago, commit (also when there is nothing to enqueue), and run the step's taps (step_mma) on the step's buffer; the buffers go round, mod a.stages");
+    // STUB: if (step == 0) ladder_todo("14.4", "one step: wait, barrier, enqueue, commit, step_mma");
     // STUB: ladder_unused(load_step, step_mma);
     cp_async_wait_dynamic(a.stages - 2);  // this thread's copies of `step` have landed
     __syncthreads();  // ... everyone's; and every warp is done with the buffer refilled next

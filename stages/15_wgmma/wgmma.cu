@@ -39,7 +39,8 @@ namespace {
 /// tf32(weight[group*Cin/g + chunk*8 + khalf*4 + e, co_tile*128 + co, tap]), zero past the
 /// group's channels. Each (tap, khalf) block of 128 x 4 floats is 16 core matrices of 8 channels
 /// x 16 bytes, 128 bytes apart. weight (Cin, Cout/g, kH, kW) fp32; one thread per wt element.
-__global__ void tf32_weight_kmajor(ConvParams p, const float* weight, float* wt, int chunks, int co_tiles, int64_t total) {
+__global__ void tf32_weight_kmajor(ConvParams p, const float* weight, float* wt, int chunks, int co_tiles,
+                                   int64_t total) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= total) return;
   const int taps = p.kernel_h * p.kernel_w;
@@ -101,7 +102,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
   float* kbuf = xring + kRing * stage_x;
   const int64_t in_plane = int64_t(p.in_h) * p.in_w;
   const float* x_n = a.x + bc.n * p.in_channels * in_plane;
-  const float* wt_block = a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats;
+  const float* wt_block =
+      a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats;
 
   auto tile_origin = [&](int step, int& ih0, int& iw_al, int& chunk) {
     const int tile = tile_begin + step / chunks;
@@ -162,7 +164,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
         if (c >= kcols) continue;
         const float* src = xs + ((khalf * 4) * rows + r) * kStagePitch + a.shift + c;
         // BEGIN SOLUTION
-        // STUB: if (step == 0 && r == 0 && c0 == 0) ladder_todo("conv_pool_wgmma, transpose: the 4 channels khalf*4 .. +3 of patch pixel (r, c) from the staging planes (src, then rows * kStagePitch floats apart), each rounded with tf32_bits, as one float4 at kd + ((khalf * rows + r) * kKPitch + c) * 4");
+        // STUB: if (step == 0 && r == 0 && c0 == 0)
+        // STUB:   ladder_todo("15.1", "transpose: pixel (r, c)'s 4 channels, rounded, one float4 at kd");
         // STUB: ladder_unused(src, kd);
         float4 v;
         v.x = __uint_as_float(tf32_bits(src[0]));
@@ -220,7 +223,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw) {
           // BEGIN SOLUTION
-          // STUB: if (step == 0 && kh == 0 && kw == 0) ladder_todo("conv_pool_wgmma, the step's wgmma: bd, the B descriptor of tap (kh, kw)'s weights (start ws_addr + (kh * KW + kw) * 2 * kWgCo * 16 bytes, leading byte offset b_lbo, stride byte offset 128); then, in the loop over the warpgroup's kWgRows m64 rows r below, the A descriptor (start kb_addr + ((wg * kWgRows + r + row_shift) * kKPitch + KW-1-kw) * 16 bytes, a_lbo, 128) and wgmma_m64n128k8(acc[r], A, bd, ...), accumulating except at a tile's first tap");
+          // STUB: if (step == 0 && kh == 0 && kw == 0)
+          // STUB:   ladder_todo("15.2", "the step's wgmma: descriptors, wgmma_m64n128k8 per row");
           // STUB: const uint64_t bd = 0;
           const uint64_t bd = wgmma_desc(ws_addr + uint32_t((kh * KW + kw) * 2 * kWgCo * 16), b_lbo, 128);
           // END SOLUTION

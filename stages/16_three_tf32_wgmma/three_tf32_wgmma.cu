@@ -42,7 +42,7 @@ constexpr int kSplitRing = 2;   // slots per ring: two parts of three slots do n
 /// emulates the split: split_tf32).
 __device__ __forceinline__ float tf32_part(float v, int part) {
   // BEGIN SOLUTION
-  // STUB: if (part == 0) ladder_todo("tf32_part: big = tf32_bits(v), small = tf32_bits(v - big), as floats");
+  // STUB: if (part == 0) ladder_todo("16.1", "tf32_part: big = tf32_bits(v), small = tf32_bits(v - big), as floats");
   // STUB: return v;
   const float big = __uint_as_float(tf32_bits(v));
   return part == 0 ? big : __uint_as_float(tf32_bits(v - big));
@@ -56,7 +56,8 @@ __device__ __forceinline__ float tf32_part(float v, int part) {
 /// big part, then all of the small; each (tap, khalf) block of 128 x 4 floats is 16 core matrices
 /// of 8 channels x 16 bytes, 128 bytes apart. weight (Cin, Cout/g, kH, kW) fp32; one thread per
 /// wt element.
-__global__ void tf32_weight_kmajor(ConvParams p, const float* weight, float* wt, int chunks, int co_tiles, int64_t total) {
+__global__ void tf32_weight_kmajor(ConvParams p, const float* weight, float* wt, int chunks, int co_tiles,
+                                   int64_t total) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= total) return;
   const int taps = p.kernel_h * p.kernel_w;
@@ -113,7 +114,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
   float* kbuf = xring + kSplitRing * stage_x;
   const int64_t in_plane = int64_t(p.in_h) * p.in_w;
   const float* x_n = a.x + bc.n * p.in_channels * in_plane;
-  const float* wt_block = a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats;
+  const float* wt_block =
+      a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats;
 
   auto tile_origin = [&](int step, int& ih0, int& iw_al, int& chunk) {
     const int tile = tile_begin + step / chunks;
@@ -174,7 +176,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
         if (c >= kcols) continue;
         const float* src = xs + ((khalf * 4) * rows + r) * kStagePitch + a.shift + c;
         // BEGIN SOLUTION
-        // STUB: if (step == 0 && r == 0 && c0 == 0) ladder_todo("conv_pool_wgmma, transpose: the 4 channels khalf*4 .. +3 of patch pixel (r, c) from the staging planes (src, then rows * kStagePitch floats apart), split with tf32_part, part p as one float4 at kd + p * kbuf_part + ((khalf * rows + r) * kKPitch + c) * 4");
+        // STUB: if (step == 0 && r == 0 && c0 == 0)
+        // STUB:   ladder_todo("16.2", "transpose: pixel (r, c)'s 4 channels split with tf32_part");
         // STUB: ladder_unused(src, kd);
         const float v[4] = {src[0], src[rows * kStagePitch], src[2 * rows * kStagePitch], src[3 * rows * kStagePitch]};
 #pragma unroll
@@ -230,7 +233,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
 #pragma unroll
         for (int kw = 0; kw < KW; ++kw) {
           // BEGIN SOLUTION
-          // STUB: if (step == 0 && kh == 0 && kw == 0) ladder_todo("conv_pool_wgmma, the 3xTF32 wgmma of tap (kh, kw): bd_big, the B descriptor of the weights' big part (start ws_addr + (kh * KW + kw) * 2 * kWgCo * 16 bytes, leading byte offset b_lbo, stride byte offset 128), and bd_small, of their small part (weight_part * 4 bytes further); then, in the loop over the warpgroup's kWgRows m64 rows r below, the A descriptors of x's big part (start kb_addr + ((wg * kWgRows + r + row_shift) * kKPitch + KW-1-kw) * 16 bytes, a_lbo, 128) and of its small part (kbuf_part * 4 bytes further), and three wgmma_m64n128k8 into acc[r]: A small x B big, A big x B small, A big x B big, the first accumulating except at a tile's first tap, the others always");
+          // STUB: if (step == 0 && kh == 0 && kw == 0)
+          // STUB:   ladder_todo("16.3", "the 3xTF32 wgmma of tap (kh, kw): four descriptors, three wgmma");
           // STUB: const uint64_t bd_big = 0, bd_small = 0;
           // B descriptors of tap (kh, kw): the big part, and the small one weight_part floats after it.
           const uint32_t b_tap = ws_addr + uint32_t((kh * KW + kw) * 2 * kWgCo * 16);
@@ -240,7 +244,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv_pool_wgmma(WgmmaArgs a) {
 #pragma unroll
           for (int r = 0; r < kWgRows; ++r) {
             // BEGIN SOLUTION
-            // STUB: ladder_unused(kb_addr, ws_addr, first, a_lbo, b_lbo, row_shift, weight_part, kbuf_part, bd_big, bd_small);
+            // STUB: ladder_unused(kb_addr, ws_addr, first, a_lbo, b_lbo, row_shift);
+            // STUB: ladder_unused(weight_part, kbuf_part, bd_big, bd_small);
             const int prow = wg * kWgRows + r + row_shift;
             const uint32_t a_tap = kb_addr + uint32_t((prow * kKPitch + (KW - 1 - kw)) * 16);
             const uint64_t ad_big = wgmma_desc(a_tap, a_lbo, 128);

@@ -17,7 +17,7 @@ __global__ void bias_logsumexp_per_thread(const float* __restrict__ pooled,
                                           const float* __restrict__ bias, int64_t batch,
                                           int64_t channels, float scale, float* __restrict__ y) {
   // BEGIN SOLUTION 01
-  // STUB: ladder_todo("bias_logsumexp_per_thread: thread n (one per sample) writes y[n] = scale * log(sum over c of exp(pooled[n, c] + bias[c])), subtracting the max first (lse_shift in common/model/logsumexp.hpp) so that exp cannot overflow");
+  // STUB: ladder_todo("01.2", "bias_logsumexp_per_thread: y[n], the max subtracted first");
   const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= batch) return;
   const float* z = pooled + n * channels;

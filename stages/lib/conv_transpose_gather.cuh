@@ -22,7 +22,7 @@ __device__ __forceinline__ float gather_output(const ConvParams& p, const float*
                                                const float* __restrict__ weight, int64_t n, int co,
                                                int oh, int ow, float acc) {
   // BEGIN SOLUTION 01
-  // STUB: ladder_todo("gather_output: add to acc the products x[n, ci, ih, iw] * weight[ci, co mod out_per_group, kh, kw] over the input channels of co's group and the taps (kh, kw) whose (oh + padding - k*dilation) / stride is exact and inside the input (docs/problem.md, the gather form)");
+  // STUB: ladder_todo("01.3", "gather_output: add x * weight over the channels and taps that reach (oh, ow)");
   // STUB: return acc;
   const int group = co / p.out_per_group, co_in_group = co % p.out_per_group;
   for (int ci = group * p.in_per_group; ci < (group + 1) * p.in_per_group; ++ci) {

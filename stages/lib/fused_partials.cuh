@@ -93,7 +93,9 @@ inline size_t partials_bytes(const Problem& p, int parts) {
 
 /// partials_bytes rounded up to 256 bytes: where a stage's workspace puts what follows the
 /// partials (the tensor-core stages' laid-out weights, which 16-byte copies read).
-inline size_t aligned_partials_bytes(const Problem& p, int parts) { return (partials_bytes(p, parts) + 255) / 256 * 256; }
+inline size_t aligned_partials_bytes(const Problem& p, int parts) {
+  return (partials_bytes(p, parts) + 255) / 256 * 256;
+}
 
 /// Where block (n, part) writes channel co (absolute, 0 .. Cout-1) of its partial sums.
 __device__ inline float* partial_slot(float* partials, const FusedGrid& g, int64_t n, int part,

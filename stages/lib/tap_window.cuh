@@ -51,7 +51,7 @@ struct TapPlan {
 };
 __host__ __device__ inline TapPlan plan_tap(Span rows, Span cols, int H, int W) {
   // BEGIN SOLUTION 12
-  // STUB: ladder_todo("plan_tap: how R of a tap whose input rows [rows.lo, rows.hi) and columns [cols.lo, cols.hi) of an H x W plane are reached is formed: Zero if either range is empty, Whole if the window is the whole plane, Direct (rect[0] = the window) if the window is at most half the plane, else Frame: rect[0..3] = the top strip and the bottom strip over full rows, then the left and the right strip over the rows in between (disjoint; unused rects empty)");
+  // STUB: ladder_todo("12.5", "plan_tap: how R of a tap is formed (Zero, Whole, Direct or Frame)");
   // STUB: ladder_unused(rows, cols, H, W);
   // STUB: return TapPlan{TapMode::Zero, {}};
   TapPlan t{TapMode::Zero, {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}};
@@ -104,7 +104,7 @@ template <typename BlockSum>
 __device__ void plane_tap_sums(const ConvParams& c, bool has_border, const float* __restrict__ plane, float S,
                                float* __restrict__ R, BlockSum block_sum) {
   // BEGIN SOLUTION 12
-  // STUB: ladder_todo("plane_tap_sums: write R[t] for every tap t = kh * kernel_w + kw of the plane (one block, every thread calls it): without a border (has_border false) every R[t] is S; else plan_tap(c, kh, kw) says how: Whole: S, Zero: 0, Direct: the block's sum (block_sum) of the rect[0] window, Frame: S minus the block's sum of the four border rects (rect_partial gives a thread's share of a rect)");
+  // STUB: ladder_todo("12.6", "plane_tap_sums: R[t] of every tap of the plane, as plan_tap says");
   // STUB: ladder_unused(c, has_border, plane, S, R, block_sum);
   const int taps = c.kernel_h * c.kernel_w;
   if (!has_border) {

@@ -16,7 +16,7 @@ namespace {
 /// memory, no barrier.
 __device__ __forceinline__ float warp_allreduce_sum(float v) {
   // BEGIN SOLUTION 04
-  // STUB: ladder_todo("warp_allreduce_sum: a butterfly of __shfl_xor_sync (offsets 16, 8, 4, 2, 1) that leaves the warp's sum of v in every lane");
+  // STUB: ladder_todo("04.4", "warp_allreduce_sum: a __shfl_xor_sync butterfly, the sum in every lane");
   // STUB: return v;
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -29,7 +29,7 @@ __device__ __forceinline__ float warp_allreduce_sum(float v) {
 /// lse_finish turns into the log-sum-exp.
 __device__ __forceinline__ void warp_allreduce_lse(float& max_value, float& sum) {
   // BEGIN SOLUTION 04
-  // STUB: ladder_todo("warp_allreduce_lse: the same butterfly as warp_allreduce_sum, shuffling both halves of the (max_value, sum) pair and combining them with lse_merge (common/model/logsumexp.hpp)");
+  // STUB: ladder_todo("04.5", "warp_allreduce_lse: the same butterfly on the (max_value, sum) pair");
   // STUB: ladder_unused(max_value, sum);
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {

@@ -189,7 +189,8 @@ TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
           const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           r.ms = {ms, ms, ms};
         } else {
-          DeviceBuffer<unsigned char> ws(std::max<size_t>(rung->workspace_bytes(p), 1), "workspace of rung " + rung->label());
+          DeviceBuffer<unsigned char> ws(std::max<size_t>(rung->workspace_bytes(p), 1),
+                                         "workspace of rung " + rung->label());
           r.device_bytes = dev->bytes() + double(out->bytes()) + double(ws.bytes());
           r.ms = time_rung(*rung, {p, dev->view(), out->get(), ws.get(), stream}, opt.warmup, opt.reps, flush.get(),
                            r.phase_ms);
@@ -206,7 +207,8 @@ TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
           q.seed = p.seed ^ 0x5eed5eedULL;
           const Inputs again = make_inputs(q);
           dev->refill(again);
-          DeviceBuffer<unsigned char> ws(std::max<size_t>(rung->workspace_bytes(p), 1), "workspace of rung " + rung->label());
+          DeviceBuffer<unsigned char> ws(std::max<size_t>(rung->workspace_bytes(p), 1),
+                                         "workspace of rung " + rung->label());
           poison(out->get(), out->size(), stream);
           rung->run_gpu({p, dev->view(), out->get(), ws.get(), stream});
           CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -249,7 +251,8 @@ std::string format_table(const TrackReport& r) {
   const double bytes = double(p.x_elems() + p.out_elems()) * 4.0;
   o << "problem 38 (AvgPool3d -> ConvTranspose3d -> clamp -> spatial softmax -> x scale)\n"
     << "problem: " << p.describe() << "\n"
-    << "output:  " << p.out_elems() << " elements (" << format_bytes(double(p.out_elems()) * 4) << "), softmax rows of S = "
+    << "output:  " << p.out_elems() << " elements (" << format_bytes(double(p.out_elems()) * 4)
+    << "), softmax rows of S = "
     << p.spatial() << "; convolution " << p.conv_macs() << " multiply-adds\n";
   if (!r.device.empty()) {
     char buf[400];
@@ -291,7 +294,8 @@ std::string format_table(const TrackReport& r) {
     o << line;
   }
   o << "\nsoftmax ms: rungs 01-04 time the softmax apart from the pool and convolution before it (CUDA events"
-       " between phases); fused rungs have no separate softmax.\nx floor: time over the larger of the memory and compute floors. TFLOP/s: the convolution's flops "
+       " between phases); fused rungs have no separate softmax.\nx floor: time over the larger of the memory and"
+       " compute floors. TFLOP/s: the convolution's flops "
        "(x2 for a rung that computes it twice) over the whole time. GB device: inputs, output and workspace.\n";
   return o.str();
 }

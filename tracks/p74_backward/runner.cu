@@ -156,9 +156,9 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
     report.fp32_peak_tflops = fp32_peak_tflops();
     g = std::make_unique<GpuState>(p, in, opt.flush_l2);
     measure_floors(report, *g, opt);
-    say("floors: forward read " + std::to_string(report.fwd_read_ms) + " + write " + std::to_string(report.fwd_write_ms) +
-        " ms; backward read " + std::to_string(report.bwd_read_ms) + " + write " + std::to_string(report.bwd_write_ms) +
-        " ms");
+    say("floors: forward read " + std::to_string(report.fwd_read_ms) + " + write " +
+        std::to_string(report.fwd_write_ms) + " ms; backward read " + std::to_string(report.bwd_read_ms) +
+        " + write " + std::to_string(report.bwd_write_ms) + " ms");
   }
   cudaStream_t stream = g ? g->stream.s : nullptr;
   bool lost = false;  // a sticky CUDA error: nothing more can run on the GPU
@@ -194,7 +194,8 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
           r.ms = {ms, ms, ms};
         } else {
           const DeviceBuffer<unsigned char> ws = detail::workspace(rung->forward_workspace(p), *rung);
-          const ForwardArgs args{p, g->dev.view(), g->fwd.out.get(), g->fwd.argmax.get(), g->fwd.y.get(), ws.get(), stream};
+          const ForwardArgs args{p, g->dev.view(), g->fwd.out.get(), g->fwd.argmax.get(),
+                                 g->fwd.y.get(), ws.get(), stream};
           auto run = [&](PhaseMarks* m) {
             ForwardArgs a = args;
             a.marks = m;
@@ -211,14 +212,16 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
         }
         r.ran = true;
         r.checked = !samples.empty();
-        r.checked_on = r.checked ? samples_text(samples, p.batch) : "unchecked: one sample's oracle exceeds --oracle-max-macs";
+        r.checked_on = r.checked ? samples_text(samples, p.batch)
+                                 : "unchecked: one sample's oracle exceeds --oracle-max-macs";
         if (r.checked) r.forward_check = check_forward_samples(p, in, got, samples, &oracles);
         say("  " + std::to_string(r.ms.median) + " ms; " + (r.checked ? r.forward_check->summary() : r.checked_on));
         const bool good = r.check_passed();
         if (r.gpu && good && (report.fastest_forward_ms == 0 || r.ms.median < report.fastest_forward_ms))
           report.fastest_forward_ms = r.ms.median;
-        const bool take = named_forward ? named_forward->id == r.id
-                                        : good && (!saved || (r.gpu && (report.saved_from == "00" || r.ms.median < saved_ms)));
+        const bool take =
+            named_forward ? named_forward->id == r.id
+                          : good && (!saved || (r.gpu && (report.saved_from == "00" || r.ms.median < saved_ms)));
         if (take) {
           saved = std::make_unique<Saved>(got.saved());
           saved_ms = r.ms.median;

@@ -20,7 +20,9 @@ void DeviceForwardOut::poison(cudaStream_t s) const {
 }
 
 DeviceBackwardIo::DeviceBackwardIo(const Problem74& p, const Saved& saved, const std::vector<float>& g)
-    : grad_out(upload(g, "grad_out")), y_saved(upload(saved.y, "saved y")), argmax(upload(saved.argmax, "saved argmax")),
+    : grad_out(upload(g, "grad_out")),
+      y_saved(upload(saved.y, "saved y")),
+      argmax(upload(saved.argmax, "saved argmax")),
       grad_x(size_t(std::max<int64_t>(p.x_elems(), 1)), "grad_x"),
       grad_weight(size_t(std::max<int64_t>(p.weight_elems(), 1)), "grad_weight"),
       grad_bias(size_t(p.out_channels), "grad_bias"), grad_multiplier(size_t(p.out_channels), "grad_multiplier"),
@@ -114,7 +116,8 @@ ForwardCheck check_forward_samples(const Problem74& p, const Inputs& in, const F
     total.y.merge(c.y, s * per_out);
     total.argmax_failures += c.argmax_failures;
     total.argmax_differs += c.argmax_differs;
-    if (total.first_bad_argmax < 0 && c.first_bad_argmax >= 0) total.first_bad_argmax = s * per_out + c.first_bad_argmax;
+    if (total.first_bad_argmax < 0 && c.first_bad_argmax >= 0)
+      total.first_bad_argmax = s * per_out + c.first_bad_argmax;
   }
   return total;
 }
@@ -145,7 +148,9 @@ double backward_macs(const Problem74& p, const Saved& saved) {
     const int64_t q = e % out_sp, nc = e / out_sp;
     const int64_t qd = q / (out.h * out.w), qh = q / out.w % out.h, qw = q % out.w;
     const int64_t jd = off / (pk.h * pk.w), jh = off / pk.w % pk.h, jw = off % pk.w;
-    const int64_t od = qd * ps.d - pp.d + jd * pd.d, oh = qh * ps.h - pp.h + jh * pd.h, ow = qw * ps.w - pp.w + jw * pd.w;
+    const int64_t od = qd * ps.d - pp.d + jd * pd.d;
+    const int64_t oh = qh * ps.h - pp.h + jh * pd.h;
+    const int64_t ow = qw * ps.w - pp.w + jw * pd.w;
     if (od < 0 || od >= conv.d || oh < 0 || oh >= conv.h || ow < 0 || ow >= conv.w) continue;  // padding
     const int64_t pos = nc * conv_sp + (od * conv.h + oh) * conv.w + ow;
     if (seen[size_t(pos)]) continue;

@@ -49,7 +49,8 @@ template <bool kWrite>
 __global__ void __launch_bounds__(kFusedBlock) conv_exp_partials(Geometry g, const float* __restrict__ pooled,
                                                                  const float* __restrict__ weight,
                                                                  const float* __restrict__ bias, float shift,
-                                                                 float* __restrict__ out, float* __restrict__ partials) {
+                                                                 float* __restrict__ out,
+                                                                 float* __restrict__ partials) {
   __shared__ float scratch[32];
   const int64_t parts = (g.spatial + kFusedBlock - 1) / kFusedBlock;
   for (int64_t b = blockIdx.x; b < g.rows * parts; b += gridDim.x) {
@@ -78,7 +79,9 @@ static __global__ void row_factor(Geometry g, const float* __restrict__ partials
   }
 }
 
-inline unsigned capped_grid(int64_t blocks) { return unsigned(blocks < (1 << 20) ? (blocks < 1 ? 1 : blocks) : (1 << 20)); }
+inline unsigned capped_grid(int64_t blocks) {
+  return unsigned(blocks < (1 << 20) ? (blocks < 1 ? 1 : blocks) : (1 << 20));
+}
 
 /// Workspace of the fused rungs: pooled, partials (rows * parts), factor (rows).
 struct FusedWorkspace {

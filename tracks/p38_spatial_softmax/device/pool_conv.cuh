@@ -21,7 +21,8 @@ namespace ladder::p38 {
 inline unsigned int grid_for(int64_t count, int block, const char* kernel) {
   const int64_t blocks = (count + block - 1) / block;
   if (blocks > 2147483647LL)
-    throw std::runtime_error(std::string(kernel) + ": " + std::to_string(blocks) + " blocks exceed CUDA's limit of 2^31 - 1");
+    throw std::runtime_error(std::string(kernel) + ": " + std::to_string(blocks) +
+                             " blocks exceed CUDA's limit of 2^31 - 1");
   return unsigned(blocks < 1 ? 1 : blocks);
 }
 

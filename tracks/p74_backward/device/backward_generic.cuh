@@ -27,7 +27,8 @@ static __global__ void grad_weight_generic(Geometry g, const float* __restrict__
   if (w >= g.weight_elems) return;
   const int k = int(w % g.taps);
   const int64_t pair = w / g.taps;  // ci * out_per_group + co'
-  const int ci = int(pair / g.out_per_group), co = (ci / g.in_per_group) * g.out_per_group + int(pair % g.out_per_group);
+  const int ci = int(pair / g.out_per_group);
+  const int co = (ci / g.in_per_group) * g.out_per_group + int(pair % g.out_per_group);
   const int kd = k / (g.kernel[1] * g.kernel[2]), kh = (k / g.kernel[2]) % g.kernel[1], kw = k % g.kernel[2];
   const int pool_hw = g.pool_kernel[1] * g.pool_kernel[2];
   float acc = 0.f;

@@ -35,7 +35,7 @@ static __global__ void __launch_bounds__(kReduceBlock)
   for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
     const float2 sum = block_warp_sum(routed_chunk(g, plane, grad_out, y_saved, multiplier, g_y), slots);
     // BEGIN SOLUTION p74-08
-    // STUB: (void)sum, (void)partials;  // yours: thread 0 writes the block's sum to its own slot, plane * gridDim.x + blockIdx.x
+    // STUB: (void)sum, (void)partials;  // TODO(p74-08.2): thread 0 writes the block's sum to its own slot
     if (threadIdx.x == 0) partials[plane * gridDim.x + blockIdx.x] = sum;
     // END SOLUTION
   }
@@ -48,7 +48,7 @@ static __global__ void __launch_bounds__(kReduceBlock)
 static __global__ void channel_sums(Geometry g, const float2* __restrict__ partials, int chunks,
                                     float* __restrict__ grad_multiplier, float* __restrict__ grad_bias) {
   // BEGIN SOLUTION p74-08
-  // STUB: ladder_todo("channel_sums: block c sums channel c's g.batch * chunks partials, partials[(n * g.out_channels + c) * chunks + chunk], in an order fixed by the sizes alone (thread t takes entries t, t + blockDim.x, ..., then block_tree_sum through blockDim.x float2 of dynamic shared memory); thread 0 writes grad_multiplier[c] (.x) and grad_bias[c] (.y), no atomics");
+  // STUB: ladder_todo("p74-08.1", "channel_sums: block c sums channel c's partials in a fixed order, no atomics");
   // STUB: (void)g, (void)partials, (void)chunks, (void)grad_multiplier, (void)grad_bias;
   extern __shared__ float2 tree[];
   const int c = blockIdx.x;

@@ -18,7 +18,7 @@ __device__ __forceinline__ float2 plus(float2 a, float2 b) { return make_float2(
 /// Every thread returns the block's sum.
 __device__ inline float2 block_tree_sum(float2 v, float2* partial) {
   // BEGIN SOLUTION p74-06
-  // STUB: ladder_todo("block_tree_sum: sum v over the block through partial (blockDim.x float2): store v, then halve level by level (sequential addressing, thread t adds t + stride, a barrier between levels); every thread returns partial[0], read before a last barrier");
+  // STUB: ladder_todo("p74-06.1", "block_tree_sum: sum v over the block, a tree in shared memory");
   // STUB: (void)partial;
   // STUB: return v;
   partial[threadIdx.x] = v;
@@ -37,7 +37,7 @@ __device__ inline float2 block_tree_sum(float2 v, float2* partial) {
 /// sums). All 32 lanes must call it.
 __device__ __forceinline__ float2 warp_sum_down(float2 v) {
   // BEGIN SOLUTION p74-07
-  // STUB: // yours: halve the distance 16, 8, 4, 2, 1, adding lane + offset's .x and .y (__shfl_down_sync, every lane in the mask)
+  // STUB: // TODO(p74-07.2): warp_sum_down, the warp's sum in lane 0 by __shfl_down_sync
   for (int offset = 16; offset > 0; offset >>= 1) {
     v.x += __shfl_down_sync(0xffffffffu, v.x, offset);
     v.y += __shfl_down_sync(0xffffffffu, v.y, offset);
@@ -51,7 +51,7 @@ __device__ __forceinline__ float2 warp_sum_down(float2 v) {
 /// of 32, at most 1024. Thread 0 returns the block's sum (the others partial sums).
 __device__ inline float2 block_warp_sum(float2 v, float2* slots) {
   // BEGIN SOLUTION p74-07
-  // STUB: ladder_todo("block_warp_sum: sum each warp's values by warp_sum_down, lane 0 of each warp stores its sum in slots[warp], a barrier, then the first warp sums the slots (warp_sum_down again); thread 0 returns the block's sum (and a barrier before the slots are written, for the next call)");
+  // STUB: ladder_todo("p74-07.1", "block_warp_sum: each warp's sum, then the first warp sums the slots");
   // STUB: (void)slots;
   // STUB: return v;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;

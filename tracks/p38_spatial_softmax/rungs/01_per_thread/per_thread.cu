@@ -39,8 +39,8 @@ void run(const RungArgs& a) {
 }  // namespace
 
 const Rung& LADDER_RUNG_SYMBOL() {
-  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "one thread per element; the softmax one thread per row", nullptr,
-                      workspace, run};
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "one thread per element; the softmax one thread per row",
+                      nullptr, workspace, run};
   return r;
 }
 

@@ -34,7 +34,8 @@ __global__ void atomic_row_max(Geometry g, const float* __restrict__ z, int* row
     atomicMax(&row_max[i / g.spatial], ordered(z[i]));
 }
 
-__global__ void atomic_row_sum(Geometry g, const float* __restrict__ z, const int* __restrict__ row_max, float* row_sum) {
+__global__ void atomic_row_sum(Geometry g, const float* __restrict__ z, const int* __restrict__ row_max,
+                               float* row_sum) {
   const int64_t total = g.rows * g.spatial;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / g.spatial;
@@ -80,8 +81,8 @@ void run(const RungArgs& a) {
 }  // namespace
 
 const Rung& LADDER_RUNG_SYMBOL() {
-  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "softmax max and sum by one atomic per element", nullptr, workspace, run,
-                      nullptr, /*deterministic=*/false};
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "softmax max and sum by one atomic per element", nullptr,
+                      workspace, run, nullptr, /*deterministic=*/false};
   return r;
 }
 

@@ -22,7 +22,7 @@ enum class Op { Max, Sum };
 template <Op op>
 __device__ float block_tree(float v, float* partial) {
   // BEGIN SOLUTION
-  // STUB: ladder_todo("block_tree: combine v over the block (max for Op::Max, sum for Op::Sum) through partial (blockDim.x floats): store v, then halve level by level (sequential addressing, thread t adds t + stride, a barrier between levels); every thread returns partial[0], read before a last barrier");
+  // STUB: ladder_todo("p38-03.1", "block_tree: combine v over the block, a tree in shared memory");
   // STUB: (void)partial;
   // STUB: return v;
   partial[threadIdx.x] = v;
@@ -71,8 +71,8 @@ void run(const RungArgs& a) {
 }  // namespace
 
 const Rung& LADDER_RUNG_SYMBOL() {
-  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "one block per row, shared-memory tree sized by the block", nullptr,
-                      workspace, run};
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "one block per row, shared-memory tree sized by the block",
+                      nullptr, workspace, run};
   return r;
 }
 

@@ -26,7 +26,7 @@ __global__ void softmax_online(Geometry g, const float* __restrict__ scale, floa
   for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
     float* v = z + row * g.spatial;
     // BEGIN SOLUTION
-    // STUB: ladder_todo("softmax_online: one pass over the row v (g.spatial floats, thread t reads t, t + blockDim.x, ...) carrying a MaxSum (m, s): the largest value seen and the sum of exp(value - m), rescaled when m grows; merge the pairs across the warp (warp_merge), then across the warps through slots[32] and one barrier, into b, the row's (max, sum)");
+    // STUB: ladder_todo("p38-04.1", "softmax_online: one pass carrying (max, sum), merged into b");
     // STUB: const MaxSum b{0.f, 1.f};
     MaxSum t{-INFINITY, 0.f};
     for (int64_t i = threadIdx.x; i < g.spatial; i += blockDim.x) {
@@ -65,8 +65,8 @@ void run(const RungArgs& a) {
 }  // namespace
 
 const Rung& LADDER_RUNG_SYMBOL() {
-  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "warp shuffles, online (max, sum): one pass finds both", nullptr,
-                      workspace, run};
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "warp shuffles, online (max, sum): one pass finds both",
+                      nullptr, workspace, run};
   return r;
 }
 

@@ -15,7 +15,7 @@ namespace {
 /// out[i] *= factor[row of i], grid-stride.
 __global__ void rescale(Geometry g, const float* __restrict__ factor, float* __restrict__ out) {
   // BEGIN SOLUTION
-  // STUB: ladder_todo("rescale: multiply each of the g.rows * g.spatial outputs by its row's factor (grid-stride loop)");
+  // STUB: ladder_todo("p38-05.1", "rescale: multiply each output by its row's factor (grid-stride loop)");
   // STUB: (void)g, (void)factor, (void)out;
   const int64_t total = g.rows * g.spatial;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
@@ -31,7 +31,7 @@ void run(const RungArgs& a) {
   a.mark("fused");
   launch_avg_pool3d(g, a.in.x, w.pooled, a.stream);
   // BEGIN SOLUTION
-  // STUB: ladder_todo("run: launch conv_exp_partials<true> (one block of kFusedBlock threads per part of a row, capped_grid) to store e = exp(clamped z - clamp_hi) into a.out and each block's sum into w.partials");
+  // STUB: ladder_todo("p38-05.2", "run: launch conv_exp_partials<true> (e into a.out, block sums into w.partials)");
   conv_exp_partials<true><<<capped_grid(g.rows * parts_per_row(g)), kFusedBlock, 0, a.stream>>>(
       g, w.pooled, a.in.weight, a.in.bias, g.clamp_hi, a.out, w.partials);
   CUDA_CHECK_LAUNCH("conv_exp_partials<write>");
@@ -40,7 +40,7 @@ void run(const RungArgs& a) {
   const int64_t total = g.rows * g.spatial;
   // BEGIN SOLUTION
   // STUB: (void)total, (void)rescale;
-  // STUB: ladder_todo("run: launch rescale over the total outputs, each multiplied by its row's w.factor");
+  // STUB: ladder_todo("p38-05.3", "run: launch rescale over the total outputs, each times its row's w.factor");
   rescale<<<grid_for(total < (int64_t(1) << 30) ? total : (int64_t(1) << 30), 256, "rescale"), 256, 0, a.stream>>>(
       g, w.factor, a.out);
   CUDA_CHECK_LAUNCH("rescale");
@@ -50,8 +50,8 @@ void run(const RungArgs& a) {
 }  // namespace
 
 const Rung& LADDER_RUNG_SYMBOL() {
-  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "epilogue clamps, exps and sums; write once, then rescale", nullptr,
-                      workspace, run, shift_unsupported};
+  static const Rung r{LADDER_RUNG_ID, LADDER_RUNG_NAME, "epilogue clamps, exps and sums; write once, then rescale",
+                      nullptr, workspace, run, shift_unsupported};
   return r;
 }
 

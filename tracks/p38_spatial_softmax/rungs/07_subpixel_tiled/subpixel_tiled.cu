@@ -230,7 +230,7 @@ __global__ void rescale4(Geometry g, const float* __restrict__ factor, float4* _
 }
 __global__ void rescale1(Geometry g, const float* __restrict__ factor, float* __restrict__ out) {
   // BEGIN SOLUTION p38-05
-  // STUB: ladder_todo("rescale1: rung 05's rescale");
+  // STUB: ladder_todo("p38-07.1", "rescale1: rung 05's rescale");
   // STUB: (void)g, (void)factor, (void)out;
   const int64_t total = g.rows * g.spatial;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
@@ -252,7 +252,8 @@ struct Path {
 
 template <int S, int K, int PAD>
 Path tiled() {
-  if (P38_RUNG07_RECOMPUTE) return {S, subpixel_conv<S, K, PAD, Mode::SumOnly>, subpixel_conv<S, K, PAD, Mode::WriteFinal>};
+  if (P38_RUNG07_RECOMPUTE)
+    return {S, subpixel_conv<S, K, PAD, Mode::SumOnly>, subpixel_conv<S, K, PAD, Mode::WriteFinal>};
   return {S, subpixel_conv<S, K, PAD, Mode::WriteExp>, nullptr};
 }
 
@@ -277,7 +278,8 @@ int64_t partials_per_row(const Problem38& p, const Geometry& g) {
 
 size_t workspace(const Problem38& p) {
   const Geometry g = make_geometry(p);
-  return pooled_bytes(g) + aligned_bytes(size_t(g.rows * partials_per_row(p, g)) * 4) + aligned_bytes(size_t(g.rows) * 4);
+  return pooled_bytes(g) + aligned_bytes(size_t(g.rows * partials_per_row(p, g)) * 4) +
+         aligned_bytes(size_t(g.rows) * 4);
 }
 
 void run(const RungArgs& a) {
@@ -310,7 +312,7 @@ void run(const RungArgs& a) {
     }
   } else {
     // BEGIN SOLUTION p38-05
-    // STUB: ladder_todo("rung 07's gather path: rung 05's epilogue launch");
+    // STUB: ladder_todo("p38-07.2", "rung 07's gather path: rung 05's epilogue launch");
     conv_exp_partials<true><<<capped_grid(g.rows * parts), kFusedBlock, 0, a.stream>>>(
         g, pooled, a.in.weight, a.in.bias, g.clamp_hi, a.out, partials);
     CUDA_CHECK_LAUNCH("conv_exp_partials<write>");
