@@ -9,7 +9,8 @@ ships whenever the stub does: a stub in a stage's folder names that stage, a stu
 one of its region's owners (the earliest rung whose folder a handout of it holds), a stub in a
 track names a rung of that track.
 
-Every line of a kernel-bearing file (KERNEL_FILES) fits in MAX_LINE characters: a long hint
+Every line of a kernel-bearing file (KERNEL_FILES, and any source of a rung folder) fits in
+MAX_LINE characters: a long hint
 belongs in the chapter, not in the kernel.
 """
 import os
@@ -27,8 +28,12 @@ HINT_ID = re.compile(r"^(?:([a-z][a-z0-9]*)-)?(\d\d)\.([1-9]\d*)$")
 HINT_ITEM = re.compile(r"^- \*\*([^*\s]+)\*\*")
 
 
+RUNG_FOLDER = re.compile(r"^(stages/\d\d_[^/]+|tracks/[^/]+/rungs/\d\d_[^/]+)/[^/]+\.(cpp|hpp)$")
+
+
 def is_kernel_file(path):
-    return path.startswith(KERNEL_FILES[0]) and path.endswith(KERNEL_FILES[1])
+    """Device code under stages/ or tracks/, or any source of a rung's folder (rung 00's C++ too)."""
+    return (path.startswith(KERNEL_FILES[0]) and path.endswith(KERNEL_FILES[1])) or bool(RUNG_FOLDER.match(path))
 
 
 def long_lines(root, files, limit=MAX_LINE):

@@ -182,9 +182,11 @@ class TreeMarkersTest(unittest.TestCase):
         return [p for p in handout.repo_files(ROOT) if todo_hints.is_kernel_file(p)]
 
     def test_kernel_lines_fit(self):
-        """No line of a kernel-bearing file (stages/, tracks/: .cu, .cuh) is longer than
-        todo_hints.MAX_LINE: a stub's long hint lives in the chapter's TODO hints."""
+        """No line of a kernel-bearing file (stages/, tracks/: .cu, .cuh; any source of a rung's
+        folder) is longer than todo_hints.MAX_LINE: a stub's long hint lives in the chapter's TODO hints."""
         files = self.kernel_files()
+        self.assertIn("tracks/p38_spatial_softmax/rungs/00_cpu_reference/cpu_reference.cpp", files)
+        self.assertNotIn("tracks/p38_spatial_softmax/main.cpp", files)
         self.assertIn("stages/09_async_copy/async_copy.cu", files)
         self.assertIn("tracks/p74_backward/device/reduce.cuh", files)
         self.assertEqual(todo_hints.long_lines(ROOT, files), [])

@@ -61,8 +61,10 @@ std::vector<float> run(const Problem38& p, const Inputs& in) {
                 for (int64_t kw = 0; kw < k.w; ++kw) {
                   const int64_t tw = ow + pad.w - kw * dil.w;
                   if (tw < 0 || tw % st.w || tw / st.w >= ps.w) continue;
-                  const float v = pooled[size_t((n * p.in_channels + ci) * P + (td / st.d * ps.h + th / st.h) * ps.w + tw / st.w)];
-                  acc += v * in.weight[size_t(((ci * p.out_per_group() + co_local) * k.d + kd) * k.h * k.w + kh * k.w + kw)];
+                  const int64_t at = (td / st.d * ps.h + th / st.h) * ps.w + tw / st.w;  // in the pooled volume
+                  const float v = pooled[size_t((n * p.in_channels + ci) * P + at)];
+                  const int64_t w_at = ((ci * p.out_per_group() + co_local) * k.d + kd) * k.h * k.w + kh * k.w + kw;
+                  acc += v * in.weight[size_t(w_at)];
                 }
               }
             }
