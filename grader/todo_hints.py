@@ -10,8 +10,7 @@ one of its region's owners (the earliest rung whose folder a handout of it holds
 track names a rung of that track.
 
 Every line of a kernel-bearing file (KERNEL_FILES, and any source of a rung folder) fits in
-MAX_LINE characters: a long hint
-belongs in the chapter, not in the kernel.
+MAX_LINE characters: a long hint belongs in the chapter, not in the kernel.
 """
 import os
 import re
