@@ -4,7 +4,7 @@ rung's tracks/T_x/rungs/NN_name/rung.json. Its keys:
 
   "chapter"  where the rung's chapter is, a link relative to the rung's folder with an optional
              #anchor: a track rung's section of its track's README.md ("../../README.md#rung-03");
-             without it, the folder's own README.md (a stage's chapter). scripts/test_handout_links.py
+             without it, the folder's own README.md (a stage's chapter). grader/tests/test_handout_links.py
              checks that it resolves;
   "sass"     the machine-code expectations of the technique check (grader/technique.py's rule
              dicts: check, kernel and its parameters; a pattern "$NAME" names one of

@@ -27,7 +27,7 @@ passes); whether the loops compute the right thing (the correctness parts decide
 wrong technique dressed in the right instructions (a serial sum written to shared memory at
 every step and fully unrolled counts as tree levels; three mma per pair, or three HGMMA per
 accumulator and tap, with a meaningless "small" operand pass 3xTF32). The rules are tested on
-nvcc 13.0's code for sm_75 to sm_90, and sm_90a for the wgmma rungs (scripts/test_technique.py).
+nvcc 13.0's code for sm_75 to sm_90, and sm_90a for the wgmma rungs (grader/tests/test_technique.py).
 
 Command line (scripts/check_sass.sh calls it; LADDER_SASS_STAGES="03 p38-03" picks rungs):
   python3 -m grader.technique [--cuobjdump PATH] BUILD    every stage of BUILD/stages.tsv and,

@@ -1,26 +1,45 @@
 #!/usr/bin/env python3
 """The shape of the Python tooling, checked with ast (no import runs): the packages (grader,
 tooling, python/conv_pool_ladder) never change sys.path and never import a script by its bare
-name; an entry point (scripts/, tests/, a __main__.py) changes sys.path at most once; and no
-import cycle exists among the packages' modules, nor among the packages themselves; and imports
-run one way only (DIRECTION): `tooling` never imports `grader`, and the binding neither of them.
-Imports inside functions count: a cycle that only a lazy import closes is still a cycle.
+name; an entry point (scripts/, tests/, grader/'s tests and scripts, a __main__.py) changes
+sys.path at most once; and no import cycle exists among the packages' modules, nor among the
+packages themselves; and imports run one way only (DIRECTION): `tooling` never imports `grader`,
+and the binding neither of them. Imports inside functions count: a cycle that only a lazy import
+closes is still a cycle.
+
+The classroom is a wing (WING, grader/): the rest of the repository never reaches into it
+(wing_violations). No Python file outside grader/ imports the grader, save the thin alias
+scripts/assignment.py; no C, C++ or CUDA file outside it includes a file of grader/; no CMake
+file outside it names grader/, save the one hook in the top-level CMakeLists.txt that adds the
+grader's timing programs when a grading asks for them. Comments and documentation may point
+there.
 
   python3 scripts/test_structure.py      (CTest: tooling_structure)
 """
 import ast
 import os
+import re
 import sys
+import tempfile
 import unittest
 import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Folders whose packages are importable: the repository root (grader, tooling) and python/.
 PACKAGE_ROOTS = ("", "python")
-ENTRY_FOLDERS = ("scripts", "tests")
+ENTRY_FOLDERS = ("scripts", "tests", "grader/tests", "grader/checks", "grader/slurm")
 # Top-level package -> the top-level packages it must never import: the lessons' tooling stands
 # below the classroom (grader); the PyTorch binding (conv_pool_ladder) below both.
 DIRECTION = {"tooling": {"grader"}, "conv_pool_ladder": {"grader", "tooling"}}
+# The classroom's wing: everything of grading and handouts lives under it, and nothing outside it
+# depends on it (wing_violations), save these files of the core.
+WING = "grader"
+WING_PYTHON_ALIASES = {"scripts/assignment.py"}  # `python3 scripts/assignment.py` = `python3 -m grader`
+WING_CMAKE_HOOK = ("CMakeLists.txt", "add_subdirectory(grader)")  # the timing programs (LADDER_GRADE_RUNGS)
+C_SOURCES = (".c", ".cc", ".cpp", ".cu", ".cuh", ".h", ".hpp")
+C_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+# grader named as a path in CMake code: add_subdirectory(grader), ${PROJECT_SOURCE_DIR}/grader/x.
+CMAKE_WING_PATH = re.compile(r'(?:^|[\s("/}])grader(?=[/)\s"]|$)')
 
 
 def python_files(root):
@@ -34,7 +53,7 @@ def python_files(root):
 
 
 def is_entry_point(path):
-    return path.split("/")[0] in ENTRY_FOLDERS or path.endswith("/__main__.py")
+    return path.startswith(tuple(f + "/" for f in ENTRY_FOLDERS)) or path.endswith("/__main__.py")
 
 
 def module_name(root, path):
@@ -82,6 +101,82 @@ def imported(tree, name, is_package):
                 anchor = anchor[:len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             out += [base] + [f"{base}.{a.name}" for a in node.names]
+    return out
+
+
+def repository_files(root):
+    """Paths (relative, with /) of every file under root, outside build folders and hidden ones."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "build")) and d != "__pycache__")
+        out += [os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/") for f in sorted(filenames)]
+    return out
+
+
+def imports_the_wing(tree):
+    """Line numbers where a module imports grader: import statements, and importlib.import_module
+    or runpy.run_module called with a literal name."""
+    lines = []
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else []
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) \
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "run_module") \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            names.append(node.args[0].value)
+        if any(n.split(".")[0] == WING for n in names):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def cmake_code(text):
+    """(line number, code) of a CMake file's lines, each without its comment (a # outside quotes)."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        code, quoted = [], False
+        for i, ch in enumerate(line):
+            if ch == '"' and (i == 0 or line[i - 1] != "\\"):
+                quoted = not quoted
+            if ch == "#" and not quoted:
+                break
+            code.append(ch)
+        out.append((number, "".join(code)))
+    return out
+
+
+def wing_violations(root):
+    """Where a file outside grader/ depends on it, as lines `path:line: ...` (empty: none does)."""
+    wing = WING + "/"
+    files = repository_files(root)
+    wing_headers = {os.path.basename(f) for f in files if f.startswith(wing) and f.endswith(C_SOURCES)}
+    out = []
+    for path in files:
+        if path.startswith(wing):
+            continue
+        full = os.path.join(root, path)
+        name = os.path.basename(path)
+        if path.endswith(".py") and path not in WING_PYTHON_ALIASES:
+            with open(full, encoding="utf-8") as f, warnings.catch_warnings():
+                warnings.simplefilter("ignore", SyntaxWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                tree = ast.parse(f.read(), path)
+            out += [f"{path}:{line}: imports {WING}, the classroom's wing" for line in imports_the_wing(tree)]
+        elif path.endswith(C_SOURCES):
+            with open(full, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            for m in C_INCLUDE.finditer(text):
+                target = m.group(1)
+                if f"{WING}/" in f"/{target}" or (os.path.basename(target) in wing_headers and "/" not in target):
+                    line = text.count("\n", 0, m.start()) + 1
+                    out.append(f"{path}:{line}: includes {target}, a file of the classroom's wing {wing}")
+        elif name == "CMakeLists.txt" or name.endswith(".cmake"):
+            with open(full, encoding="utf-8", errors="replace") as f:
+                lines = cmake_code(f.read())
+            for number, code in lines:
+                if CMAKE_WING_PATH.search(code) and \
+                        not (path == WING_CMAKE_HOOK[0] and code.strip() == WING_CMAKE_HOOK[1]):
+                    out.append(f"{path}:{number}: names {wing} in CMake code (only {WING_CMAKE_HOOK[0]}'s "
+                               f"`{WING_CMAKE_HOOK[1]}` may)")
     return out
 
 
@@ -171,7 +266,7 @@ def problems(root):
     cycle = find_cycle(packages)
     if cycle:
         out.append("import cycle among packages: " + " -> ".join(cycle))
-    return out + wrong_way(edges)
+    return out + wrong_way(edges) + wing_violations(root)
 
 
 def wrong_way(edges):
@@ -199,6 +294,40 @@ class StructureTest(unittest.TestCase):
         self.assertEqual(wrong_way({"tooling.results.x": {"grader.technique", "tooling.checks.sass"},
                                     "grader.technique": {"tooling.checks.sass"}}),
                          ["tooling.results.x imports grader.technique: tooling never imports grader"])
+
+    def test_wing_rule_catches_a_plant(self):
+        """A copy of the layout with one file of each kind that reaches into grader/, beside the
+        dependencies the rule allows (the alias, the CMake hook, comments, documentation)."""
+        plant = {
+            "grader/__init__.py": "",
+            "grader/handout.py": "import os\n",
+            "grader/fresh_inputs.cuh": "#pragma once\n",
+            "grader/CMakeLists.txt": "add_executable(t t.cu)\n",
+            "scripts/assignment.py": "from grader.assignment import main\n",
+            "CMakeLists.txt": "# the grader's hook (grader/)\nif(LADDER_GRADE_RUNGS)\n  add_subdirectory(grader)\nendif()\n",
+            "README.md": "See [the grader](grader/handout.py).\n",
+            "common/toolkit/uniform01.hpp": "// the same draws as grader/fresh_inputs.cuh\n#pragma once\n",
+            "tooling/results/x.py": "import os\n\ndef f():\n    from grader import handout\n",
+            "python/pkg/y.py": "import importlib\nm = importlib.import_module('grader.handout')\n",
+            "stages/99_plant/plant.cu": "#include \"../../grader/fresh_inputs.cuh\"\n",
+            "harness/plant.hpp": "#include \"fresh_inputs.cuh\"\n",
+            "tests/CMakeLists.txt": "add_test(NAME t COMMAND python3 ${PROJECT_SOURCE_DIR}/grader/tests/t.py)\n",
+            "cmake/Plant.cmake": "add_subdirectory(grader)  # a second hook\n",
+        }
+        with tempfile.TemporaryDirectory() as root:
+            for rel, text in plant.items():
+                os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+                with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
+                    f.write(text)
+            found = wing_violations(root)
+        self.assertEqual(sorted(found), sorted([
+            "tooling/results/x.py:4: imports grader, the classroom's wing",
+            "python/pkg/y.py:2: imports grader, the classroom's wing",
+            "stages/99_plant/plant.cu:1: includes ../../grader/fresh_inputs.cuh, a file of the classroom's wing grader/",
+            "harness/plant.hpp:1: includes fresh_inputs.cuh, a file of the classroom's wing grader/",
+            "tests/CMakeLists.txt:1: names grader/ in CMake code (only CMakeLists.txt's `add_subdirectory(grader)` may)",
+            "cmake/Plant.cmake:1: names grader/ in CMake code (only CMakeLists.txt's `add_subdirectory(grader)` may)",
+        ]))
 
     def test_cycle_and_path_rules_catch_a_plant(self):
         self.assertEqual(find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}), ["a", "b", "c", "a"])

@@ -9,7 +9,7 @@ The notebook runs with its own folder as the working directory, or --cwd. --resu
 LADDER_RESULTS_DIR for the kernel; --no-rerun sets LADDER_NOTEBOOK_RERUN=0 (the cell that re-runs
 build/ladder on a GPU is then skipped). --echo prints each code cell's text output as it arrives,
 with the cell's number and time (long notebooks show their progress in CI logs). The kernel
-inherits this process's environment (scripts/check_student_notebook.sh passes the handout's URL
+inherits this process's environment (grader/checks/check_student_notebook.sh passes the handout's URL
 that way). The committed notebook is not modified; --output writes the executed copy elsewhere.
 Exit 0 on success, 1 on a cell error or timeout.
 """

@@ -4,10 +4,10 @@
 # 03/memory_hog (every run holds all but 256 MiB of the GPU's free memory for 1 s) and once
 # beside 03/spinning_kernel (every run keeps every SM busy for 0.5 s). The reference must keep
 # every point, performance included; the neighbours must keep their correctness points (they are
-# correct, only rude). Usage: scripts/check_concurrent_grading.sh OUT [CUDA_ARCHS]  (default 90;
+# correct, only rude). Usage: grader/checks/check_concurrent_grading.sh OUT [CUDA_ARCHS]  (default 90;
 # NEIGHBOURS: a subset of "memory_hog spinning_kernel")
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${1:?usage: $0 OUT [CUDA_ARCHS]}
 archs=${2:-90}
 jobs=${LADDER_JOBS:-$(nproc)}

@@ -2,7 +2,7 @@
 """CPU tests of the classroom-assignment tooling: scripts/assignment.py and the Python half of
 grader/ (markers, handouts and their leak check, problem lists, reports, the self-test's fixtures,
 the integrity check). No GPU and no build needed; about ten seconds, most of them compiling small
-objects for the integrity tests (g++, and nvcc where there is one). Run: python3 scripts/test_assignment.py
+objects for the integrity tests (g++, and nvcc where there is one). Run: python3 grader/tests/test_assignment.py
 """
 import argparse
 import glob
@@ -19,7 +19,7 @@ import unittest
 from unittest import mock
 import xml.etree.ElementTree as ET
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
@@ -914,7 +914,7 @@ class TrackGradeTest(unittest.TestCase):
         self.assertEqual(track.sanitizer(None, self.prog, "03", "memcheck", [["--batch", "1"]], 1)[0], "skipped")
 
     def test_sass_checks(self):
-        # track.py hands the rung's object to grader/technique.py (scripts/test_technique.py tests
+        # track.py hands the rung's object to grader/technique.py (grader/tests/test_technique.py tests
         # the rules themselves); here: the interface, with a cuobjdump that prints SASS.
         obj = write(os.path.join(self.tmp, "r.o"), "")
         fake = write(os.path.join(self.tmp, "bin", "cuobjdump"), "#!/bin/sh\ncat " + shlex.quote(

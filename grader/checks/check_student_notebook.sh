@@ -6,10 +6,10 @@
 # grades it. Fails on any cell error. Without a GPU the notebook skips its GPU steps and says why;
 # with one, every step runs (a stubbed rung fails its checks: the notebook reports that, it is no
 # error). Needs requirements.txt installed (nbclient, ipykernel) and what scripts/install_deps.sh
-# installs. Usage: scripts/check_student_notebook.sh [WORK]   (default: a new folder under /tmp;
+# installs. Usage: grader/checks/check_student_notebook.sh [WORK]   (default: a new folder under /tmp;
 # removed after a success unless LADDER_KEEP_WORK=1)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 root=$(pwd)
 rungs=${LADDER_ASSIGNMENT_RUNGS:-03,04}
 work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/ladder-student-notebook.XXXXXX")}

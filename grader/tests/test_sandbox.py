@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The grader's isolation (grader/sandbox.py) from the inside, without a GPU: a probe that uses
-raw system calls (scripts/testdata/isolation_probe.c) runs through runs.Jail, the path every
+raw system calls (grader/tests/testdata/isolation_probe.c) runs through runs.Jail, the path every
 student program of a grading takes, beside a stand-in grader process that holds the secret in
 its environment and names the secret file, the work folder and the instructor's tree on its
 command line. Under bwrap and under the 'user' isolation (root only) the probe must find
@@ -15,11 +15,11 @@ import tempfile
 import time
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 from grader import runs, sandbox  # noqa: E402
 
-PROBE = os.path.join(ROOT, "scripts", "testdata", "isolation_probe.c")
+PROBE = os.path.join(ROOT, "grader", "tests", "testdata", "isolation_probe.c")
 SECRET = "probe-secret-0123456789abcdef"
 
 

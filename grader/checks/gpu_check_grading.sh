@@ -2,11 +2,11 @@
 # The fixtures of the grader's findings on a GPU (each must lose what its `loses:` line says):
 # which isolation official grading picks on this machine, then the self-test's official gradings
 # of the fixtures. The references are graded through the instructor's own command by
-# scripts/gpu_grade_references.sh. Logs and the self-test's table go to $OUT.
-# Usage: OUT=DIR bash scripts/gpu_check_grading.sh FIXTURES [ARCH]
+# grader/checks/gpu_grade_references.sh. Logs and the self-test's table go to $OUT.
+# Usage: OUT=DIR bash grader/checks/gpu_check_grading.sh FIXTURES [ARCH]
 #   FIXTURES: selftest --fixtures globs, e.g. '03/*,01/conv_on_side_stream'
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-build-gpu-check}
 FIXTURES=${1:?usage: OUT=DIR $0 FIXTURES [ARCH]}
 ARCH=${2:-90}

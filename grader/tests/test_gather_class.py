@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Tests of scripts/gather_class.py (the class table and the Gradescope upload of
-scripts/grade_class_slurm.sh) on synthetic results; no Slurm, no GPU.
+"""Tests of grader/slurm/gather_class.py (the class table and the Gradescope upload of
+grader/slurm/grade_class_slurm.sh) on synthetic results; no Slurm, no GPU.
 
-    python3 scripts/test_gather_class.py
+    python3 grader/tests/test_gather_class.py
 """
 import contextlib
 import csv
@@ -15,7 +15,7 @@ import unittest
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("gather_class", os.path.join(HERE, "gather_class.py"))
+_spec = importlib.util.spec_from_file_location("gather_class", os.path.join(HERE, os.pardir, "slurm", "gather_class.py"))
 gc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gc)
 

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# CI: scripts/grade_class_slurm.sh on a real single-node Slurm, without a GPU. Installs Debian's
+# CI: grader/slurm/grade_class_slurm.sh on a real single-node Slurm, without a GPU. Installs Debian's
 # slurm-wlm and munge where missing, writes a slurm.conf for this host (no GRES) under a temp
 # folder, starts munged, slurmctld and slurmd (as root: sudo where the runner is not), then grades
 # a class of three submissions made from this tree's handout of rung 03 (the reference solution
 # copied in, the untouched stub, the student file missing) as an official run with --skip-gpu,
 # and checks class.csv (three rows, the reference's full technique points, the stub below it,
 # the missing file at 0), the failure path of a task and the Gradescope upload. The daemons stop
-# on exit. Usage: scripts/check_slurm_class.sh [WORK] (default: a new folder under /tmp;
+# on exit. Usage: grader/checks/check_slurm_class.sh [WORK] (default: a new folder under /tmp;
 # LADDER_CUDA_ARCHS, default 75; LADDER_JOBS, default 2). A few minutes on two cores.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 archs=${LADDER_CUDA_ARCHS:-75}
 jobs=${LADDER_JOBS:-2}
 sudo=""
@@ -17,7 +17,7 @@ sudo=""
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 echo "== the gatherer's own tests"
-python3 scripts/test_gather_class.py
+python3 grader/tests/test_gather_class.py
 
 # ---- 1. Slurm and munge -------------------------------------------------------------------
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null ||
@@ -140,15 +140,15 @@ expect_error() {  # expect_error PATTERN ARGS...: exit 2, one line matching PATT
 mkdir -p "$work/empty"
 args=(--rungs 03 --out "$work/err-out" --skip-gpu)
 mkdir -p "$work/bin" && ln -sf "$(command -v dirname)" "$work/bin/dirname"  # a PATH without sbatch
-expect_error "sbatch not found" env PATH="$work/bin" /bin/bash scripts/grade_class_slurm.sh \
+expect_error "sbatch not found" env PATH="$work/bin" /bin/bash grader/slurm/grade_class_slurm.sh \
   --submissions "$subs" --secret-file "$work/secret" "${args[@]}"
-expect_error "no submission in" scripts/grade_class_slurm.sh --submissions "$work/empty" --secret-file "$work/secret" "${args[@]}"
-expect_error "secret file" scripts/grade_class_slurm.sh --submissions "$subs" --secret-file "$work/no-secret" "${args[@]}"
+expect_error "no submission in" grader/slurm/grade_class_slurm.sh --submissions "$work/empty" --secret-file "$work/secret" "${args[@]}"
+expect_error "secret file" grader/slurm/grade_class_slurm.sh --submissions "$subs" --secret-file "$work/no-secret" "${args[@]}"
 
 # ---- 4. the class, graded by Slurm ---------------------------------------------------------
 echo "== grading the class on Slurm (--skip-gpu, rung 03, sm_$archs)"
 t0=$SECONDS
-scripts/grade_class_slurm.sh --submissions "$subs" --rungs 03 --secret-file "$work/secret" --out "$work/out" \
+grader/slurm/grade_class_slurm.sh --submissions "$subs" --rungs 03 --secret-file "$work/secret" --out "$work/out" \
   --skip-gpu --cpus-per-task "$(( jobs < $(nproc) ? jobs : $(nproc) ))" --jobs "$jobs" --cuda-architectures "$archs" \
   --time 00:20:00 --wait
 echo "graded in $((SECONDS - t0)) s"
@@ -209,8 +209,8 @@ printf 'erin-lost\t%s\n' "$work/nowhere" >> "$out/students.tsv"
 # dave's grading fails (an unknown rung): the task itself, run by Slurm, writes the failure.
 sed -i 's/^RUNGS=.*/RUNGS=99/' "$out/class.env"
 sbatch --wait --quiet --array=3 --cpus-per-task=1 --output="$out/logs/task-%a.out" \
-  scripts/grade_class_slurm.sh --task "$out" || true
-scripts/grade_class_slurm.sh --gather "$out"
+  grader/slurm/grade_class_slurm.sh --task "$out" || true
+grader/slurm/grade_class_slurm.sh --gather "$out"
 python3 - "$out" <<'EOF'
 import csv, os, sys
 rows = {r["student"]: r for r in csv.DictReader(open(os.path.join(sys.argv[1], "class.csv")))}
@@ -222,4 +222,4 @@ for s in ("dave-broken", "erin-lost"):
 if len(rows) != 5 or not os.path.isfile(os.path.join(sys.argv[1], "gradescope", "erin-lost", "results.json")):
     sys.exit("FAIL: the failed gradings are not in the table and the Gradescope upload")
 EOF
-echo "PASS: scripts/grade_class_slurm.sh graded a class of three on Slurm in $((SECONDS - t0)) s"
+echo "PASS: grader/slurm/grade_class_slurm.sh graded a class of three on Slurm in $((SECONDS - t0)) s"

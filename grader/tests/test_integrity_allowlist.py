@@ -3,7 +3,7 @@
 grader/integrity.py) and the libraries a program really loads (grader/load_audit.c, run through
 grader/loaded_libraries.py). No GPU; compiles small objects and programs with g++/cc (nvcc where
 there is one), and reads the instructor's rung objects where a build exists (LADDER_BUILD, else
-build/). Run: python3 scripts/test_integrity_allowlist.py
+build/). Run: python3 grader/tests/test_integrity_allowlist.py
 """
 import glob
 import json
@@ -14,7 +14,7 @@ import sys
 import tempfile
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 

@@ -5,10 +5,10 @@
 # then, for each track group (two rungs of the problem-38 track, the backward rungs 06-08 of the
 # problem-74 track), a handout checked, its stubbed rungs compiled with warnings as errors, and
 # the grader's static half on those rungs' references and stubs (and the problem-74 fixtures).
-# GPU parts of the grader report themselves as skipped. Usage: scripts/check_assignment.sh [WORK]
+# GPU parts of the grader report themselves as skipped. Usage: grader/checks/check_assignment.sh [WORK]
 # (LADDER_ASSIGNMENT_TRACK_RUNGS: space-separated groups, one track each; empty skips the tracks.)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 work=${1:-build-assignment}
 rungs=${LADDER_ASSIGNMENT_RUNGS:-03,04}
 track_groups=${LADDER_ASSIGNMENT_TRACK_RUNGS-p38-03,p38-04 p74-06,p74-07,p74-08}
@@ -24,11 +24,11 @@ fi
 echo "building for CUDA architecture(s) $LADDER_CUDA_ARCHS"
 
 echo "== the tooling's own tests"
-python3 scripts/test_assignment.py
-python3 scripts/test_technique.py
-python3 scripts/test_integrity_allowlist.py
-python3 scripts/test_handout_links.py
-python3 scripts/test_sanitizer_feedback.py
+python3 grader/tests/test_assignment.py
+python3 grader/tests/test_technique.py
+python3 grader/tests/test_integrity_allowlist.py
+python3 grader/tests/test_handout_links.py
+python3 grader/tests/test_sanitizer_feedback.py
 
 echo "== markers"
 python3 scripts/assignment.py markers

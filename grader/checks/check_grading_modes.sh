@@ -7,9 +7,9 @@
 # refuse with one line; practice grading runs and says it is not isolated). Each mode grades
 # rung 03's reference, which must lose no point, and two fixtures, which must lose what their
 # `loses:` line says. Needs root (it creates the ordinary user); CI runs it.
-# Usage: scripts/check_grading_modes.sh [WORK]   (LADDER_CUDA_ARCHS: default 75)
+# Usage: grader/checks/check_grading_modes.sh [WORK]   (LADDER_CUDA_ARCHS: default 75)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$(pwd)
 [ "$(id -u)" -eq 0 ] || { echo "error: $0 needs root (it grades as root and creates an ordinary user)" >&2; exit 2; }
 base=${1:-/tmp/ladder-grading-modes}

@@ -7,21 +7,21 @@
 # report and log go to $OUT/ref-RUNG.{report.txt,log} (its full results stay in WORK/out-RUNG/) as
 # soon as it ends, and one line per rung to $OUT/summary.txt, so a call cut short keeps what
 # finished.
-# Usage: OUT=DIR bash scripts/gpu_grade_references.sh RUNGS [ARCH]
+# Usage: OUT=DIR bash grader/checks/gpu_grade_references.sh RUNGS [ARCH]
 #   RUNGS: comma-separated (05,06,p38-01); ARCH: CUDA architectures (default 90)
 #   LANES (default 3), JOBS per lane (default nproc/LANES), ISOLATION (default auto), WORK,
 #   GRADE_ARGS (more options of grade, e.g. --skip-gpu for a dry run without a GPU),
 #   AS_USER (run by root: grade as this ordinary user instead, created if missing, from a copy of
 #   this tree that the user owns; OUT must be a path the user may create)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [ -n "${AS_USER:-}" ] && [ "$(id -u)" = 0 ]; then
   id "$AS_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$AS_USER"
   copy=$(mktemp -d /tmp/gpu-grade-references-tree.XXXXXX) && chmod 755 "$copy"
   tar --exclude='./build*' --exclude=./.git -cf - . | tar -xf - -C "$copy"
   [ -x build-tools/bwrap ] && mkdir -p "$copy/build-tools" && cp build-tools/bwrap "$copy/build-tools/"
   mkdir -p "$OUT" && chown -R "$AS_USER" "$copy" "$OUT"
-  exec su "$AS_USER" -c "$(printf 'export PATH=%q OUT=%q LANES=%q JOBS=%q ISOLATION=%q GRADE_ARGS=%q; bash %q/scripts/gpu_grade_references.sh %q %q' \
+  exec su "$AS_USER" -c "$(printf 'export PATH=%q OUT=%q LANES=%q JOBS=%q ISOLATION=%q GRADE_ARGS=%q; bash %q/grader/checks/gpu_grade_references.sh %q %q' \
     "$PATH" "$OUT" "${LANES:-3}" "${JOBS:-}" "${ISOLATION:-auto}" "${GRADE_ARGS:-}" "$copy" "$1" "${2:-90}")"
 fi
 OUT=${OUT:-build-gpu-references}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The class table and the Gradescope upload of a class graded by scripts/grade_class_slurm.sh.
+"""The class table and the Gradescope upload of a class graded by grader/slurm/grade_class_slurm.sh.
 
   gather OUT        reads OUT/students.tsv (student id, submission folder: one line per array
                     task) and OUT/results/<student>/results.json (and the grader's instructor.json
@@ -203,7 +203,7 @@ def write_gradescope(out, rows, docs):
 def cmd_gather(args):
     out = os.path.abspath(args.out)
     if not os.path.isfile(os.path.join(out, "students.tsv")):
-        print(f"error: {out}/students.tsv not found: OUT must be the folder scripts/grade_class_slurm.sh wrote",
+        print(f"error: {out}/students.tsv not found: OUT must be the folder grader/slurm/grade_class_slurm.sh wrote",
               file=sys.stderr)
         return 2
     roster = read_roster(out)
@@ -236,7 +236,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     g = sub.add_parser("gather", help="class.csv, class.md and the Gradescope upload from OUT/results")
-    g.add_argument("out", help="the output folder of scripts/grade_class_slurm.sh")
+    g.add_argument("out", help="the output folder of grader/slurm/grade_class_slurm.sh")
     g.set_defaults(run=cmd_gather)
     f = sub.add_parser("fail", help="a results.json for a failed grading (0 points, the reason)")
     f.add_argument("dir", help="the student's results folder")

@@ -2,17 +2,17 @@
 # Grades a whole class on a Slurm cluster: one array task per submission, each with its own GPU
 # and work folder, then a dependent job that gathers the class table and the Gradescope upload.
 #
-#   scripts/grade_class_slurm.sh --submissions DIR --rungs 03,04 --secret-file FILE --out OUT
+#   grader/slurm/grade_class_slurm.sh --submissions DIR --rungs 03,04 --secret-file FILE --out OUT
 #       [--partition P] [--gres gpu:1] [--time 00:45:00] [--cpus-per-task 4] [--mem 16G]
 #       [--sbatch-option OPT]... [--max-parallel N] [--skip-gpu] [--cuda-architectures A]
 #       [--jobs N] [--timeout S] [--no-reveal] [--grade-option OPT]... [--wait] [--force]
-#   scripts/grade_class_slurm.sh --gather OUT    the gather step alone, here (e.g. after regrading one)
+#   grader/slurm/grade_class_slurm.sh --gather OUT    the gather step alone, here (e.g. after regrading one)
 #
 # DIR holds one folder per student, named by the student id (letters, digits, . _ - + @), each a
 # copy of the handout with the student's files. It writes OUT/students.tsv (array index order),
 # OUT/results/<student>/{results.json,report.txt,junit.xml} (the grader's --out),
 # OUT/work/<student>/ (the grader's --work), OUT/logs/, then OUT/class.csv, OUT/class.md,
-# OUT/gradescope/ and OUT/gradescope.zip (scripts/gather_class.py). A task whose grading fails
+# OUT/gradescope/ and OUT/gradescope.zip (grader/slurm/gather_class.py). A task whose grading fails
 # writes a results.json with 0 points and the reason. Each grading is official (the secret),
 # with --submission-id <student> (a regrade reproduces the hidden seeds) and, as grading after
 # the due date, --reveal (the students' results.json counts and names the hidden parts;
@@ -73,7 +73,7 @@ if [ "${1:-}" = "--task" ]; then
     why="the grader wrote no readable results.json"
   fi
   if [ -n "$why" ]; then
-    python3 "$TREE/scripts/gather_class.py" fail "$res" --student "$student" --reason "$why"
+    python3 "$TREE/grader/slurm/gather_class.py" fail "$res" --student "$student" --reason "$why"
     exit 1
   fi
   tail -n +1 "$res/report.txt" | head -n 3
@@ -84,7 +84,7 @@ gather_here() {
   local out=$1
   # shellcheck disable=SC1091
   [ -f "$out/class.env" ] && source "$out/class.env"
-  python3 "${TREE:-$here/..}/scripts/gather_class.py" gather "$out"
+  python3 "${TREE:-$here/../..}/grader/slurm/gather_class.py" gather "$out"
 }
 
 if [ "${1:-}" = "--gather" ]; then
@@ -137,7 +137,7 @@ command -v sbatch >/dev/null || die "sbatch not found on PATH: run this on a Slu
 [[ $cpus =~ ^[1-9][0-9]*$ ]] || die "--cpus-per-task '$cpus' is not a positive number"
 [ -z "$jobs" ] || [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs '$jobs' is not a positive number"
 [ -z "$max_parallel" ] || [[ $max_parallel =~ ^[1-9][0-9]*$ ]] || die "--max-parallel '$max_parallel' is not a positive number"
-[ -f "$here/assignment.py" ] && [ -f "$here/gather_class.py" ] || die "run the script from the repository's scripts/"
+[ -f "$here/../../scripts/assignment.py" ] && [ -f "$here/gather_class.py" ] || die "run the script from the repository's grader/slurm/"
 
 students=()
 while IFS= read -r -d '' d; do
@@ -173,7 +173,7 @@ fi
 : > "$out/students.tsv"
 for s in "${students[@]}"; do printf '%s\t%s\n' "$s" "$submissions/$s" >> "$out/students.tsv"; done
 {
-  printf 'TREE=%q\n' "$(cd "$here/.." && pwd)"
+  printf 'TREE=%q\n' "$(cd "$here/../.." && pwd)"
   printf 'RUNGS=%q\nSECRET=%q\nSKIP_GPU=%q\nCUDA_ARCHS=%q\nGRADE_JOBS=%q\nTIMEOUT=%q\nREVEAL=%q\n' \
     "$rungs" "$secret" "$skip_gpu" "$cuda_archs" "$jobs" "$timeout" "$reveal"
   printf 'GRADE_OPTS=('; [ ${#grade_opts[@]} -eq 0 ] || printf ' %q' "${grade_opts[@]}"; printf ' )\n'

@@ -6,7 +6,7 @@ shows is the grader's own, from a fixed vocabulary. A fake compute-sanitizer (a 
 writes the log; the fake programs print forged sanitizer lines with a marker that must never
 reach the output.
 
-  python3 scripts/test_sanitizer_feedback.py
+  python3 grader/tests/test_sanitizer_feedback.py
 """
 import os
 import shutil
@@ -15,7 +15,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.dont_write_bytecode = True
 sys.path.insert(0, ROOT)
 

@@ -5,13 +5,13 @@ For every rung it has rules for, the honest version (this repository's code) mus
 known wrong-technique variant must fail, by the check meant to catch it. The variants are text
 edits of the sources (VARIANTS: a serial sum for a tree, rung 10's kernel handed in as 11, ...).
 Compiling them all takes minutes, so their disassemblies are saved, trimmed to the kernels the
-rules read, in scripts/testdata/technique/ (one .sass.gz per variant and architecture); the
+rules read, in grader/tests/testdata/technique/ (one .sass.gz per variant and architecture); the
 tests read those, and check that every edit still applies to the sources as they are now (an
 edit that no longer applies means the saved code is stale: regenerate it).
 
-  python3 scripts/test_technique.py                 the tests (seconds; no GPU, nvcc or cuobjdump)
-  python3 scripts/test_technique.py --regenerate    recompile the variants into testdata (nvcc, cuobjdump)
-  python3 scripts/test_technique.py --regenerate 15_wgmma ...   only those rungs' variants (a stage
+  python3 grader/tests/test_technique.py                 the tests (seconds; no GPU, nvcc or cuobjdump)
+  python3 grader/tests/test_technique.py --regenerate    recompile the variants into testdata (nvcc, cuobjdump)
+  python3 grader/tests/test_technique.py --regenerate 15_wgmma ...   only those rungs' variants (a stage
                                                     folder or a track rung id); the others' files stay
   LADDER_TECHNIQUE_COMPILE=1 ...                    also compile and check the variants now (sm_90,
                                                     and sm_75 or sm_80; sm_90a alone for a rung whose
@@ -31,14 +31,14 @@ import tempfile
 import unittest
 from dataclasses import dataclass, field
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
 from grader import handout, rung_meta, technique  # noqa: E402
 from tooling.checks import sass as sass_model  # noqa: E402
 
-DATA = os.path.join(ROOT, "scripts", "testdata", "technique")
+DATA = os.path.join(ROOT, "grader", "tests", "testdata", "technique")
 # Saved: sm_90 (the tuned GPU) for every rung, and sm_75 (what CI's grader checks build: no TF32
 # mma, no cp.async) for the rungs CI grades. Compiled now (LADDER_TECHNIQUE_COMPILE): sm_90, and
 # sm_80 for the rungs that need it, sm_75 for the others. A rung whose rules say "needs_sm90a"
@@ -647,7 +647,7 @@ class SavedVariants(unittest.TestCase):
             for arch in v.saved_archs():
                 with self.subTest(rung=v.rung, variant=v.name, arch=arch):
                     self.assertTrue(os.path.isfile(v.data(arch)),
-                                    f"{v.data(arch)} missing: python3 scripts/test_technique.py --regenerate")
+                                    f"{v.data(arch)} missing: python3 grader/tests/test_technique.py --regenerate")
                     with gzip.open(v.data(arch), "rt", encoding="utf-8") as f:
                         self.verdicts(v, f.read(), arch)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU tests of a handout's links, of what it may hold, and of the grade command's argument
 checks (grader/handout.py, scripts/assignment.py). No GPU and no build: nothing here configures
-or compiles. Run: python3 scripts/test_handout_links.py
+or compiles. Run: python3 grader/tests/test_handout_links.py
 """
 import argparse
 import os
@@ -13,7 +13,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.dont_write_bytecode = True
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 

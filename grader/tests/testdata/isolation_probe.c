@@ -1,6 +1,6 @@
 /* What a submission could reach from inside the grader's isolation, asked with raw system calls
  * (no libc call for an integrity check to see). Prints one line per finding, "FOUND <what>",
- * then "probed <n> processes". scripts/test_sandbox.py runs it through runs.Jail, as the grader
+ * then "probed <n> processes". grader/tests/test_sandbox.py runs it through runs.Jail, as the grader
  * runs a student's program; grader/fixtures/03/raw_syscall_probe.fixture does the same inside a
  * rung. Looks for: the secret's variable in any readable /proc/<pid>/environ (pid 1 included),
  * the file named by --secret-file in any readable /proc/<pid>/cmdline, the hidden problem list
