@@ -48,7 +48,8 @@ SHIP = [
     "docs/students.md", "notebooks/colab_student.ipynb",
 ]
 # The instructor's own files: never in a handout, and never linked from one, even with --repo-url.
-INSTRUCTOR_ONLY = ["grader/hidden*", "grader/fixtures*", "*.mutant", "*secret*", "docs/answers.md", "docs/teaching.md",
+INSTRUCTOR_ONLY = ["grader/hidden*", "grader/fixtures*", "grader/tests/*", "grader/checks/*", "grader/slurm/*",
+                   "*.mutant", "*secret*", "docs/answers.md", "docs/teaching.md",
                    "tracks/*/answers.md",
                    "cmake/Mutants.cmake", "cmake/MutantApply.cmake"]
 # Never in a handout, whatever SHIP says (a second line of defence, checked on the result). The
