@@ -95,7 +95,7 @@ struct EventPair {
 
 /// Times `run` with CUDA events: `warmup` untimed runs, then `reps` timed ones, each after an
 /// optional L2 flush and `before` (poisoning), both outside the timed region. `run` gets the
-/// marks to hand to the rung (null during warm-up and when phase_ms is null); phase_ms receives
+/// marks to hand to the rung (null when phase_ms is null); phase_ms receives
 /// the median ms of each phase, in the order marked. Returns the spread of the totals, ms.
 /// Base: a track's PhaseMarks interface. Throws CudaError.
 template <class Base>
@@ -104,9 +104,12 @@ Spread time_phases(const std::function<void(Base*)>& run, const std::function<vo
                    std::vector<std::pair<std::string, double>>* phase_ms = nullptr) {
   EventMarks<Base, const char*> marks(stream);
   EventPair ev;
+  // Warm-up runs get the marks too, so that every event a timed run records already exists:
+  // creating one there would put host work between two marks.
   for (int i = 0; i < warmup; ++i) {
     before();
-    run(nullptr);
+    marks.reset();
+    run(phase_ms ? &marks : nullptr);
   }
   std::vector<double> total;
   std::vector<std::pair<std::string, std::vector<double>>> phases;
