@@ -46,20 +46,6 @@ void require_supported(const Rung& rung, const Problem38& p) {
   if (!why.empty()) throw std::invalid_argument("rung " + rung.label() + " cannot run " + p.describe() + ": " + why);
 }
 
-/// Times a GPU rung (time_phases: poisoned output, L2 flushed, both outside the timed region),
-/// and each phase it marks: from its mark to the next mark, the last to the end of the run.
-Spread time_rung(const Rung& rung, const RungArgs& args, int warmup, int reps, const L2Flush* flush,
-                 std::vector<std::pair<std::string, double>>& phase_ms) {
-  const size_t count = size_t(args.problem.out_elems());
-  const auto run = [&](PhaseMarks* marks) {
-    RungArgs timed = args;
-    timed.marks = marks;
-    rung.run_gpu(timed);
-  };
-  return time_phases<PhaseMarks>(run, [&] { poison(args.out, count * sizeof(float), args.stream); }, warmup, reps,
-                                 flush, args.stream, &phase_ms);
-}
-
 /// One untimed run of a GPU rung on a fresh workspace, its output poisoned first; returns the output.
 std::vector<float> run_once_on(const Rung& rung, const Problem38& p, const DeviceInputs& in,
                                const DeviceBuffer<float>& out, cudaStream_t stream) {
@@ -161,7 +147,10 @@ struct RungModel {
     if (!r.gpu) return wall_clock(r.ms, [&] { return g.run_cpu(p, in); });
     DeviceBuffer<unsigned char> ws(std::max<size_t>(g.workspace_bytes(p), 1), "workspace of rung " + g.label());
     r.device_bytes = dev->bytes() + double(out->bytes()) + double(ws.bytes());
-    r.ms = time_rung(g, {p, dev->view(), out->get(), ws.get(), stream}, opt.warmup, opt.reps, flush, r.phase_ms);
+    // Output poisoned and L2 flushed before each repetition, outside the timed region.
+    const RungArgs args{p, dev->view(), out->get(), ws.get(), stream};
+    r.ms = time_pass<PhaseMarks>(g.run_gpu, args, [&] { poison(*out, stream); }, opt.warmup, opt.reps, flush, stream,
+                                 &r.phase_ms);
     std::vector<float> host(out->size());
     CUDA_CHECK(cudaMemcpy(host.data(), out->get(), out->bytes(), cudaMemcpyDeviceToHost));
     return host;

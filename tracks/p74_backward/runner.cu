@@ -105,22 +105,18 @@ std::string samples_text(const std::vector<int64_t>& s, int64_t batch) {
   return t + " of " + std::to_string(batch) + ", every element of each";
 }
 
-/// Times a GPU pass (time_phases: outputs poisoned and L2 flushed outside the timed region), then
-/// runs it once more, untimed, to see whether it repeats bit for bit. Returns the timed outputs.
+/// Times a GPU pass (outputs poisoned and L2 flushed before each repetition, outside the timed
+/// region), then runs it once more, untimed, to see whether it repeats bit for bit. Returns the
+/// timed outputs.
 template <class Args, class Io>
-auto time_pass(void (*pass)(const Args&), const Args& args, const Io& io, GpuState& g, const TrackOptions& opt,
-               RungResult& r) {
+auto time_and_repeat(void (*pass)(const Args&), const Args& args, const Io& io, GpuState& g, const TrackOptions& opt,
+                     RungResult& r) {
   cudaStream_t stream = g.stream.s;
-  auto run = [&](PhaseMarks* m) {
-    Args a = args;
-    a.marks = m;
-    pass(a);
-  };
-  r.ms = time_phases<PhaseMarks>(run, [&] { io.poison(stream); }, opt.warmup, opt.reps, g.flush.get(), stream,
-                                 &r.phase_ms);
+  r.ms = time_pass<PhaseMarks>(pass, args, [&] { io.poison(stream); }, opt.warmup, opt.reps, g.flush.get(), stream,
+                               &r.phase_ms);
   auto got = io.fetch();
   io.poison(stream);  // once more, untimed: does it repeat bit for bit?
-  run(nullptr);
+  pass(args);         // args.marks is null
   CUDA_CHECK(cudaStreamSynchronize(stream));
   r.repeatable = bitwise_equal(got, io.fetch()) ? 1 : 0;
   return got;
@@ -175,7 +171,7 @@ struct ForwardModel : PassModel {
     const DeviceBuffer<unsigned char> ws = detail::workspace(rung.forward_workspace(p), rung);
     const ForwardArgs args{p, g->dev.view(), g->fwd.out.get(), g->fwd.argmax.get(), g->fwd.y.get(), ws.get(),
                            g->stream.s};
-    ForwardResult got = time_pass(rung.forward, args, g->fwd, *g, opt, r);
+    ForwardResult got = time_and_repeat(rung.forward, args, g->fwd, *g, opt, r);
     r.device_bytes = g->dev.bytes() + g->fwd.bytes() + double(ws.bytes());
     return got;
   }
@@ -234,7 +230,7 @@ struct BackwardModel : PassModel {
     if (!r.gpu) return wall_clock(r.ms, [&] { return rung.cpu_backward(p, in, *saved, grad_out); });
     if (!io) io = std::make_unique<DeviceBackwardIo>(p, *saved, grad_out);
     const DeviceBuffer<unsigned char> ws = detail::workspace(rung.backward_workspace(p), rung);
-    GradResult got = time_pass(rung.backward, args(ws), *io, *g, opt, r);
+    GradResult got = time_and_repeat(rung.backward, args(ws), *io, *g, opt, r);
     r.device_bytes = g->dev.bytes() + io->bytes() + double(ws.bytes());
     return got;
   }
