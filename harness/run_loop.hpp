@@ -6,9 +6,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,21 @@ void poison(void* data, size_t bytes, cudaStream_t stream);
 template <typename T>
 void poison(const DeviceBuffer<T>& b, cudaStream_t stream) {
   poison(b.get(), b.bytes(), stream);
+}
+
+/// A rung's workspace of `bytes` (cudaMalloc aligns to 256 bytes), at least 1 byte; DeviceMemoryError
+/// names the rung.
+template <class Rung>
+DeviceBuffer<unsigned char> workspace(size_t bytes, const Rung& g) {
+  return DeviceBuffer<unsigned char>(std::max<size_t>(bytes, 1), "workspace of rung " + g.label());
+}
+
+/// Throws std::invalid_argument naming the rung, the problem and the rung's reason when `g`
+/// cannot run `p` (a track's rung.why_unsupported).
+template <class Rung, class Problem>
+void require_supported(const Rung& g, const Problem& p) {
+  const std::string why = g.why_unsupported(p);
+  if (!why.empty()) throw std::invalid_argument("rung " + g.label() + " cannot run " + p.describe() + ": " + why);
 }
 
 /// Runs `f` once (a CPU rung) and returns what it returns; `ms` receives its wall-clock time, in ms,

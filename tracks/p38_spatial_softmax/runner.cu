@@ -41,15 +41,10 @@ struct DeviceCopy {
   double bytes() const { return double(x.bytes() + weight.bytes() + bias.bytes() + scale.bytes()); }
 };
 
-void require_supported(const Rung& rung, const Problem38& p) {
-  const std::string why = rung.why_unsupported(p);
-  if (!why.empty()) throw std::invalid_argument("rung " + rung.label() + " cannot run " + p.describe() + ": " + why);
-}
-
 /// One untimed run of a GPU rung on a fresh workspace, its output poisoned first; returns the output.
 std::vector<float> run_once_on(const Rung& rung, const Problem38& p, const DeviceInputs& in,
                                const DeviceBuffer<float>& out, cudaStream_t stream) {
-  DeviceBuffer<unsigned char> ws(std::max<size_t>(rung.workspace_bytes(p), 1), "workspace of rung " + rung.label());
+  const DeviceBuffer<unsigned char> ws = workspace(rung.workspace_bytes(p), rung);
   poison(out, stream);
   rung.run_gpu({p, in, out.get(), ws.get(), stream});
   CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -145,7 +140,7 @@ struct RungModel {
   std::vector<float> run(const Rung& g, RungResult& r, const std::string&) const {
     say(opt, "rung " + g.label() + "...");
     if (!r.gpu) return wall_clock(r.ms, [&] { return g.run_cpu(p, in); });
-    DeviceBuffer<unsigned char> ws(std::max<size_t>(g.workspace_bytes(p), 1), "workspace of rung " + g.label());
+    const DeviceBuffer<unsigned char> ws = workspace(g.workspace_bytes(p), g);
     r.device_bytes = dev->bytes() + double(out->bytes()) + double(ws.bytes());
     // Output poisoned and L2 flushed before each repetition, outside the timed region.
     const RungArgs args{p, dev->view(), out->get(), ws.get(), stream};

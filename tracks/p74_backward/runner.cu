@@ -24,11 +24,11 @@ using detail::DeviceInputsCopy;
 
 ForwardResult run_forward_once(const Rung& rung, const Problem74& p, const Inputs& in) {
   if (!rung.has_forward()) throw std::invalid_argument("rung " + rung.label() + " has no forward pass");
-  detail::require_supported(rung, p);
+  require_supported(rung, p);
   if (rung.cpu_forward) return rung.cpu_forward(p, in);
   const DeviceInputsCopy dev(in);
   const DeviceForwardOut out(size_t(p.out_elems()));
-  const DeviceBuffer<unsigned char> ws = detail::workspace(rung.forward_workspace(p), rung);
+  const DeviceBuffer<unsigned char> ws = workspace(rung.forward_workspace(p), rung);
   cudaStream_t stream = nullptr;
   out.poison(stream);
   rung.forward({p, dev.view(), out.out.get(), out.argmax.get(), out.y.get(), ws.get(), stream});
@@ -39,11 +39,11 @@ ForwardResult run_forward_once(const Rung& rung, const Problem74& p, const Input
 GradResult run_backward_once(const Rung& rung, const Problem74& p, const Inputs& in, const Saved& saved,
                              const std::vector<float>& grad_out) {
   if (!rung.has_backward()) throw std::invalid_argument("rung " + rung.label() + " has no backward pass");
-  detail::require_supported(rung, p);
+  require_supported(rung, p);
   if (rung.cpu_backward) return rung.cpu_backward(p, in, saved, grad_out);
   const DeviceInputsCopy dev(in);
   const DeviceBackwardIo io(p, saved, grad_out);
-  const DeviceBuffer<unsigned char> ws = detail::workspace(rung.backward_workspace(p), rung);
+  const DeviceBuffer<unsigned char> ws = workspace(rung.backward_workspace(p), rung);
   cudaStream_t stream = nullptr;
   io.poison(stream);
   rung.backward({p, dev.view(), io.grad_out.get(), io.argmax.get(), io.y_saved.get(), io.grad_x.get(),
@@ -168,7 +168,7 @@ struct ForwardModel : PassModel {
   ForwardResult run(const Rung& rung, RungResult& r, const std::string&) const {
     say(opt, "rung " + rung.label() + " (forward)...");
     if (!r.gpu) return wall_clock(r.ms, [&] { return rung.cpu_forward(p, in); });
-    const DeviceBuffer<unsigned char> ws = detail::workspace(rung.forward_workspace(p), rung);
+    const DeviceBuffer<unsigned char> ws = workspace(rung.forward_workspace(p), rung);
     const ForwardArgs args{p, g->dev.view(), g->fwd.out.get(), g->fwd.argmax.get(), g->fwd.y.get(), ws.get(),
                            g->stream.s};
     ForwardResult got = time_and_repeat(rung.forward, args, g->fwd, *g, opt, r);
@@ -229,7 +229,7 @@ struct BackwardModel : PassModel {
     say(opt, "rung " + rung.label() + " (backward, saved state from rung " + report.saved_from + ")...");
     if (!r.gpu) return wall_clock(r.ms, [&] { return rung.cpu_backward(p, in, *saved, grad_out); });
     if (!io) io = std::make_unique<DeviceBackwardIo>(p, *saved, grad_out);
-    const DeviceBuffer<unsigned char> ws = detail::workspace(rung.backward_workspace(p), rung);
+    const DeviceBuffer<unsigned char> ws = workspace(rung.backward_workspace(p), rung);
     GradResult got = time_and_repeat(rung.backward, args(ws), *io, *g, opt, r);
     r.device_bytes = g->dev.bytes() + io->bytes() + double(ws.bytes());
     return got;
@@ -255,7 +255,7 @@ struct BackwardModel : PassModel {
     CUDA_CHECK(cudaMemcpy(io->grad_out.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
   GradResult run_once(const Rung& rung) const {
-    const DeviceBuffer<unsigned char> ws = detail::workspace(rung.backward_workspace(p), rung);
+    const DeviceBuffer<unsigned char> ws = workspace(rung.backward_workspace(p), rung);
     io->poison(g->stream.s);
     rung.backward(args(ws));
     CUDA_CHECK(cudaStreamSynchronize(g->stream.s));

@@ -44,11 +44,6 @@ double DeviceBackwardIo::bytes() const {
                 grad_bias.bytes() + grad_multiplier.bytes());
 }
 
-void require_supported(const Rung& rung, const Problem74& p) {
-  const std::string why = rung.why_unsupported(p);
-  if (!why.empty()) throw std::invalid_argument("rung " + rung.label() + " cannot run " + p.describe() + ": " + why);
-}
-
 }  // namespace detail
 
 // --- checks ------------------------------------------------------------------------------------
