@@ -124,7 +124,8 @@ std::string why_skipped(Model& m, const typename Model::Rung& g, bool gpu, const
 ///   void done(g, r, out, label)      after a run (its check, refill, compare): progress, files
 ///   void failed(g, r, label, e, lost)  `e` stopped it (r.failed is set): r.note, progress; lost:
 ///                                    the sticky error it left (cudaSuccess: none)
-/// A hook may throw: from run .. done the rung is reported failed, elsewhere the loop stops.
+/// A hook may throw: from run to done the rung is reported failed; from the others the exception
+/// leaves run_loop.
 template <class Model>
 void run_loop(Model& m, const std::vector<const typename Model::Rung*>& rungs, const LoopOptions& o,
               LoopState& st, std::vector<typename Model::Result>& results) {
