@@ -138,6 +138,20 @@ Spread time_phases(const std::function<void(Base*)>& run, const std::function<vo
   return spread_of(total);
 }
 
+/// time_phases of a rung's `pass` on `args`, a struct whose `marks` receives the phases: each run gets
+/// a copy of `args` with the marks time_phases hands it. Returns the spread of the totals, ms.
+template <class Base, class Args>
+Spread time_pass(void (*pass)(const Args&), const Args& args, const std::function<void()>& before, int warmup,
+                 int reps, const L2Flush* flush, cudaStream_t stream,
+                 std::vector<std::pair<std::string, double>>* phase_ms) {
+  const auto run = [&](Base* marks) {
+    Args timed = args;
+    timed.marks = marks;
+    pass(timed);
+  };
+  return time_phases<Base>(run, before, warmup, reps, flush, stream, phase_ms);
+}
+
 /// Median ms of `enqueue` alone (the floors), timed as time_phases does. Throws CudaError.
 inline double time_median(const std::function<void()>& enqueue, int warmup, int reps, const L2Flush* flush,
                           cudaStream_t stream) {

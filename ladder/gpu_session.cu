@@ -1,5 +1,6 @@
 #include "gpu_session.hpp"
 #include "event_marks.hpp"     // EventMarks
+#include "run_loop.hpp"        // poison
 #include "streaming_read.cuh"  // the floor kernel and its tuned launch
 
 #include <algorithm>
@@ -177,8 +178,8 @@ GpuTiming GpuSession::time_marked(const std::string& what, int warmup, int reps,
   std::vector<Phase> phases;
   for (int r = 0; r < warmup + reps; ++r) {
     // Poison the outputs (all bits set is a NaN): an element the stage forgets stays NaN.
-    CUDA_CHECK(cudaMemsetAsync(pooled_.get(), 0xFF, pooled_.bytes(), stream_));
-    CUDA_CHECK(cudaMemsetAsync(y_.get(), 0xFF, y_.bytes(), stream_));
+    poison(pooled_, stream_);
+    poison(y_, stream_);
     if (flush) flush_l2();
     marks.reset();
     run(marks);

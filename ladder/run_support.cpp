@@ -62,14 +62,6 @@ Progress progress_printer(const LadderOptions& opt, const std::string& label) {
   };
 }
 
-// After `e` stopped a GPU stage (or the CUB baseline): the sticky error the CUDA context is
-// left in, or cudaSuccess if it still works.
-cudaError_t sticky_error_after(const std::exception& e) {
-  if (const auto* ce = dynamic_cast<const CudaError*>(&e); ce && is_sticky_cuda_error(ce->code()))
-    return ce->code();
-  return sticky_cuda_error();
-}
-
 std::string context_lost_message(const std::string& culprit, cudaError_t code) {
   return culprit + " caused a sticky CUDA error, " + cuda_error_text(code) +
          ": the CUDA context is unusable, so the remaining GPU stages were not run";

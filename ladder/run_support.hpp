@@ -4,11 +4,11 @@
 
 #include <cuda_runtime_api.h>
 
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "gpu_session.hpp"
+#include "run_loop.hpp"  // sticky_error_after
 #include "runner.hpp"
 
 namespace ladder {
@@ -30,10 +30,6 @@ std::vector<const StageDescriptor*> selected_stages(const LadderOptions& opt);
 /// A progress callback (repetition k of n) that rewrites one stderr line on a terminal; empty
 /// with --quiet.
 Progress progress_printer(const LadderOptions& opt, const std::string& label);
-
-/// After `e` stopped a GPU stage (or the CUB baseline): the sticky error the CUDA context is left
-/// in, or cudaSuccess if it still works.
-cudaError_t sticky_error_after(const std::exception& e);
 
 /// The note for the GPU stages not run after `culprit` lost the CUDA context.
 std::string context_lost_message(const std::string& culprit, cudaError_t code);

@@ -101,19 +101,6 @@ HostInputs tf32_operands(HostInputs in) {
   return in;
 }
 
-/// A TF32 stage on --tf32-midpoints inputs is held to the FP32 tolerance against its rounded
-/// operands' oracle (its products are then exact, only the sums round); any other GPU stage to
-/// stage_tolerance of `precision` against the oracle, or, under the grader's rules (any_order),
-/// to any_order_tolerance: the mean may be formed in any correctly rounded order.
-Agreement judge(const Problem& p, const std::vector<double>& pooled, const std::vector<double>& y,
-                const Reference& oracle, const std::optional<Reference>& rounded, Precision precision,
-                bool any_order) {
-  if (precision == Precision::Tf32 && rounded)
-    return compare(pooled, y, rounded->pooled, rounded->y, stage_tolerance(p, *rounded, Precision::Fp32));
-  return compare(pooled, y, oracle.pooled, oracle.y,
-                 any_order ? any_order_tolerance(p, oracle, precision) : stage_tolerance(p, oracle, precision));
-}
-
 /// --refill-check's second inputs: another seed's values, with their oracles.
 struct Refill {
   HostInputs in;
@@ -144,6 +131,124 @@ StageReport stage_report_of(const StageDescriptor& s) {
   return r;
 }
 
+std::string no_gpu_note(const LadderReport& report, const StageDescriptor& s) {
+  return "skipped: no CUDA device (" + report.gpu_skip_reason + ")" + stub_note(s);
+}
+
+/// The ladder's problem model for the harness's run loop (run_loop.hpp says what each hook does).
+/// A stage keeps its outputs in its report; Output is only the refilled run's.
+struct StageModel {
+  using Rung = StageDescriptor;
+  using Result = StageReport;
+  using Output = GpuTiming;
+  const Problem& p;
+  const LadderOptions& opt;
+  LadderReport& report;
+  const HostInputs& in;
+  const Reference& oracle;
+  const std::optional<Reference>& oracle_rounded;  // --tf32-midpoints
+  const Tolerance tol_stage, tol64;                // see run_ladder
+  GpuSession* gpu;                                 // null without a CUDA device
+  std::optional<Refill> refilled = {};             // --refill-check: the second inputs, made once
+
+  StageReport start(const StageDescriptor& s) const { return stage_report_of(s); }
+  std::string skip_note(Skip why, const StageDescriptor& s) const {
+    if (why == Skip::Lost) return s.is_gpu() ? "not run: " + report.cuda_context_lost : "";
+    if (why == Skip::NoDevice) return no_gpu_note(report, s);
+    if (why != Skip::CpuCost) return "";
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "skipped: literal cost %.3g multiply-adds exceeds --cpu-max-macs %.3g; "
+                  "pass --force-cpu to run it anyway (the oracle is the linearity identity)",
+                  p.conv_macs(), opt.cpu_max_macs);
+    return buf;
+  }
+  double cpu_macs(const StageDescriptor&) const { return p.conv_macs(); }
+  void skipped(const StageDescriptor& s, const StageReport& r, const std::string& label) const {
+    // The no-GPU reason was said once, before the loop: each skipped GPU stage only names the skip.
+    note(opt, label + ": " + (s.is_gpu() && !gpu ? "skipped: no CUDA device" + stub_note(s) : r.note));
+  }
+  GpuTiming run(const StageDescriptor& s, StageReport& r, const std::string& label) const {
+    if (!s.is_gpu()) {
+      note(opt, label + ": running on the CPU");
+      CpuStageResult c = s.run_cpu(p, in);
+      r.phase_ms = c.phase_ms;
+      for (auto& ph : c.phase_ms) {
+        r.total_ms += ph.second;
+        r.phase_spread.push_back(single_run(ph.second));
+      }
+      r.total_spread = single_run(r.total_ms);
+      r.pooled = std::move(c.pooled);
+      r.y = std::move(c.y);
+      return {};
+    }
+    note(opt, label + ": " + std::to_string(opt.warmup) + " warm-up + " + std::to_string(opt.reps) +
+                  " timed repetitions");
+    GpuTiming t = gpu->time_stage(s, opt.warmup, opt.reps, opt.flush_l2, progress_printer(opt, label));
+    r.phase_ms = t.phase_ms;
+    r.phase_spread = t.phase_spread;
+    r.total_ms = t.total_ms;
+    r.total_spread = t.total_spread;
+    r.pooled = std::move(t.pooled);
+    r.y = std::move(t.y);
+    if (s.device_note) {
+      r.note = s.device_note();
+      if (!r.note.empty()) note(opt, label + ": note: " + r.note);
+    }
+    return {};
+  }
+  /// The oracle is exact to fp64: an fp32 stage gets 1x its bound; an fp64 stage and the oracle
+  /// each carry an fp64 rounding error, so 2x the fp64 bound. A TF32 stage (tensor cores) gets the
+  /// wider TF32 bound on inputs that are not exact (judge_gpu).
+  void check(const StageDescriptor& s, StageReport& r, const GpuTiming&) const {
+    r.vs_oracle = s.is_gpu() ? judge_gpu(s, r.pooled, r.y, oracle, oracle_rounded)
+                             : ladder::compare(r.pooled, r.y, oracle.pooled, oracle.y, tol64, 2.0);
+  }
+  /// A TF32 stage on --tf32-midpoints inputs is held to the FP32 tolerance against its rounded
+  /// operands' oracle (its products are then exact, only the sums round); any other GPU stage to
+  /// stage_tolerance of its precision against the oracle, or, under the grader's rules
+  /// (--check-precision), to any_order_tolerance: the mean may be formed in any correctly rounded order.
+  Agreement judge_gpu(const StageDescriptor& s, const std::vector<double>& pooled, const std::vector<double>& y,
+                      const Reference& o, const std::optional<Reference>& rounded) const {
+    const Precision precision = opt.check_precision.value_or(s.precision);
+    if (precision == Precision::Tf32 && rounded)
+      return ladder::compare(pooled, y, rounded->pooled, rounded->y, stage_tolerance(p, *rounded, Precision::Fp32));
+    const bool any_order = opt.check_precision.has_value();
+    return ladder::compare(pooled, y, o.pooled, o.y,
+                           any_order ? any_order_tolerance(p, o, precision) : stage_tolerance(p, o, precision));
+  }
+  bool passed(const StageReport& r) const { return r.vs_oracle.pass(); }
+  void refill(bool other) {
+    if (!refilled) refilled = refilled_inputs(p, opt);
+    gpu->refill(other ? refilled->in : in);
+  }
+  // A first run on a fresh workspace: no earlier run's leftovers help.
+  GpuTiming run_once(const StageDescriptor& s) const { return gpu->run_first(s); }
+  void check_refilled(const StageDescriptor& s, StageReport& r, const GpuTiming& t) const {
+    const Agreement b = judge_gpu(s, t.pooled, t.y, refilled->oracle, refilled->oracle_rounded);
+    if (!b.pass()) r.vs_oracle = b, r.note = kRefilledDisagrees;
+  }
+  /// Exact inputs: both sides round the same exact means, so they differ by at most one exact
+  /// tolerance (the triangle bound of the two oracle checks would be 2x). Otherwise the two oracle
+  /// checks bound the difference and it is reported, not judged.
+  void compare(StageReport& r, const GpuTiming&, const StageReport& prev, const GpuTiming&) const {
+    r.vs_previous = ladder::compare(r.pooled, r.y, prev.pooled, prev.y, tol_stage, 1.0);
+    r.vs_previous_checked = p.distribution == Distribution::Exact;
+    r.previous_id = prev.id;
+  }
+  void done(const StageDescriptor&, const StageReport& r, const GpuTiming&, const std::string&) const {
+    if (!opt.dump_dir.empty()) dump_stage(p, r, opt.dump_dir);
+  }
+  void failed(const StageDescriptor& s, StageReport& r, const std::string& label, const std::exception& e,
+              cudaError_t lost) {
+    r.note = std::string("error: ") + e.what();
+    note(opt, label + ": " + r.note);
+    if (lost == cudaSuccess) return;
+    report.cuda_context_lost = context_lost_message("stage " + s.label(), lost);
+    note(opt, label + ": " + report.cuda_context_lost);
+  }
+};
+
 }  // namespace
 
 bool LadderReport::all_passed() const {
@@ -170,9 +275,6 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   for (const StageDescriptor* s : stages) (s->is_gpu() ? wants_gpu : any_cpu) = true;
   const bool gpu_here = wants_gpu && cuda_device_available(&report.gpu_skip_reason);
   if (!wants_gpu) report.gpu_skip_reason = "not used: no GPU stage selected";
-  auto no_gpu_note = [&](const StageDescriptor& s) {
-    return "skipped: no CUDA device (" + report.gpu_skip_reason + ")" + stub_note(s);
-  };
   // Nothing here could use the inputs (every stage needs the GPU this machine lacks, no file
   // was asked for, none given to check): say so now, not after generating gigabytes of inputs
   // and their oracle.
@@ -181,7 +283,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     note(opt, "no CUDA device (" + report.gpu_skip_reason + "): GPU stages are skipped, no inputs generated");
     for (const StageDescriptor* s : stages) {
       StageReport r = stage_report_of(*s);
-      r.note = no_gpu_note(*s);
+      r.note = no_gpu_note(report, *s);
       report.stages.push_back(std::move(r));
     }
     return report;
@@ -213,6 +315,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
   if (!opt.dump_dir.empty()) dump_inputs(p, in, oracle, opt.dump_dir);
 
   std::unique_ptr<GpuSession> gpu;
+  LoopState state;  // a sticky error of the CUB baseline stops the GPU stages too
   if (wants_gpu) {
     if (gpu_here) {
       report.device = device_description();
@@ -242,7 +345,7 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
           note(opt, std::string("CUB baseline skipped: ") + e.what());
           if (dynamic_cast<const DeviceMemoryError*>(&e) == nullptr) {
             if (const cudaError_t code = sticky_error_after(e); code != cudaSuccess)
-              report.cuda_context_lost = context_lost_message("the CUB baseline", code);
+              report.cuda_context_lost = context_lost_message("the CUB baseline", code), state.lost = code;
           }
         }
       }
@@ -251,105 +354,9 @@ LadderReport run_ladder(const Problem& p, const LadderOptions& opt) {
     }
   }
 
-  std::optional<Refill> refill;    // --refill-check: the second inputs, made once
-  std::optional<size_t> previous;  // index into report.stages of the last stage that ran
-  for (size_t i = 0; i < stages.size(); ++i) {
-    const StageDescriptor& s = *stages[i];
-    StageReport r = stage_report_of(s);
-    const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(stages.size()) +
-                              "] " + s.label();
-    const bool fp64 = !s.is_gpu();
-    std::optional<GpuTiming> second_run;  // --refill-check: the run on the refilled buffers
-    try {
-      if (s.is_gpu() && !gpu) {
-        r.note = no_gpu_note(s);
-      } else if (s.is_gpu() && !report.cuda_context_lost.empty()) {
-        r.note = "not run: " + report.cuda_context_lost;
-      } else if (!s.is_gpu() && p.conv_macs() > opt.cpu_max_macs && !opt.force_cpu) {
-        char buf[256];
-        std::snprintf(buf, sizeof buf,
-                      "skipped: literal cost %.3g multiply-adds exceeds --cpu-max-macs %.3g; "
-                      "pass --force-cpu to run it anyway (the oracle is the linearity identity)",
-                      p.conv_macs(), opt.cpu_max_macs);
-        r.note = buf;
-      } else if (!s.is_gpu()) {
-        note(opt, label + ": running on the CPU");
-        CpuStageResult c = s.run_cpu(p, in);
-        r.phase_ms = c.phase_ms;
-        for (auto& ph : c.phase_ms) {
-          r.total_ms += ph.second;
-          r.phase_spread.push_back(single_run(ph.second));
-        }
-        r.total_spread = single_run(r.total_ms);
-        r.pooled = std::move(c.pooled);
-        r.y = std::move(c.y);
-        r.ran = true;
-      } else {
-        note(opt, label + ": " + std::to_string(opt.warmup) + " warm-up + " +
-                      std::to_string(opt.reps) + " timed repetitions");
-        GpuTiming t = gpu->time_stage(s, opt.warmup, opt.reps, opt.flush_l2, progress_printer(opt, label));
-        r.phase_ms = t.phase_ms;
-        r.phase_spread = t.phase_spread;
-        r.total_ms = t.total_ms;
-        r.total_spread = t.total_spread;
-        r.pooled = std::move(t.pooled);
-        r.y = std::move(t.y);
-        if (opt.refill_check) {
-          if (!refill) refill = refilled_inputs(p, opt);
-          gpu->refill(refill->in);
-          second_run = gpu->run_first(s);  // a first run on a fresh workspace: no earlier run's leftovers help
-          gpu->refill(in);
-        }
-        r.ran = true;
-        if (s.device_note) {
-          r.note = s.device_note();
-          if (!r.note.empty()) note(opt, label + ": note: " + r.note);
-        }
-      }
-    } catch (const std::exception& e) {
-      r.failed = true;
-      r.note = std::string("error: ") + e.what();
-      note(opt, label + ": " + r.note);
-      if (s.is_gpu() && gpu) {
-        if (const cudaError_t code = sticky_error_after(e); code != cudaSuccess) {
-          report.cuda_context_lost = context_lost_message("stage " + s.label(), code);
-          note(opt, label + ": " + report.cuda_context_lost);
-        }
-      }
-    }
-    if (r.ran) {
-      // The oracle is exact to fp64: an fp32 stage gets 1x its bound; an fp64 stage and the
-      // oracle each carry an fp64 rounding error, so 2x the fp64 bound.
-      // A TF32 stage (tensor cores) gets the wider TF32 bound on inputs that are not exact.
-      const Precision precision = opt.check_precision.value_or(s.precision);
-      const bool any_order = opt.check_precision.has_value();  // the grader's rule
-      r.vs_oracle = fp64 ? compare(r.pooled, r.y, oracle.pooled, oracle.y, tol64, 2.0)
-                         : judge(p, r.pooled, r.y, oracle, oracle_rounded, precision, any_order);
-      if (second_run) {
-        const Agreement& b = judge(p, second_run->pooled, second_run->y, refill->oracle, refill->oracle_rounded, precision,
-                                       any_order);
-        if (!b.pass() && r.vs_oracle.pass()) {
-          r.vs_oracle = b;
-          r.note = "the run on refilled inputs (same buffers, another seed) disagrees with its oracle";
-        }
-      }
-      if (previous) {
-        const StageReport& prev = report.stages[*previous];
-        // Exact inputs: both sides round the same exact means, so they differ by at most one
-        // exact tolerance (the triangle bound of the two oracle checks would be 2x). Otherwise
-        // the two oracle checks bound the difference and it is reported, not judged.
-        r.vs_previous = compare(r.pooled, r.y, prev.pooled, prev.y, tol_stage, 1.0);
-        r.vs_previous_checked = exact;
-        r.previous_id = prev.id;
-      }
-      if (!opt.dump_dir.empty()) dump_stage(p, r, opt.dump_dir);
-    }
-    // The no-GPU reason was said once, above: each skipped GPU stage only names the skip.
-    if (!r.ran && !r.failed)
-      note(opt, label + ": " + (s.is_gpu() && !gpu ? "skipped: no CUDA device" + stub_note(s) : r.note));
-    report.stages.push_back(std::move(r));
-    if (report.stages.back().ran) previous = report.stages.size() - 1;
-  }
+  StageModel model{p, opt, report, in, oracle, oracle_rounded, tol_stage, tol64, gpu.get()};
+  const LoopOptions loop{bool(gpu), opt.cpu_max_macs, opt.force_cpu, opt.refill_check};
+  run_loop(model, stages, loop, state, report.stages);
   if (!opt.json_path.empty()) write_json(report, opt.json_path);
   return report;
 }

@@ -1,7 +1,6 @@
 #include "runner.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include "device.hpp"
 #include "event_marks.hpp"
 #include "provenance_report.hpp"
+#include "run_loop.hpp"
 #include "rows.hpp"
 #include "streaming_read.cuh"
 
@@ -41,29 +41,16 @@ struct DeviceCopy {
   double bytes() const { return double(x.bytes() + weight.bytes() + bias.bytes() + scale.bytes()); }
 };
 
-void require_supported(const Rung& rung, const Problem38& p) {
-  const std::string why = rung.why_unsupported(p);
-  if (!why.empty()) throw std::invalid_argument("rung " + rung.label() + " cannot run " + p.describe() + ": " + why);
-}
-
-/// Every element of the output set to NaN (all bits set), so that an element a rung leaves
-/// unwritten fails the check.
-void poison(float* out, size_t count, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemsetAsync(out, 0xff, count * sizeof(float), stream));
-}
-
-/// Times a GPU rung (time_phases: poisoned output, L2 flushed, both outside the timed region),
-/// and each phase it marks: from its mark to the next mark, the last to the end of the run.
-Spread time_rung(const Rung& rung, const RungArgs& args, int warmup, int reps, const L2Flush* flush,
-                 std::vector<std::pair<std::string, double>>& phase_ms) {
-  const size_t count = size_t(args.problem.out_elems());
-  const auto run = [&](PhaseMarks* marks) {
-    RungArgs timed = args;
-    timed.marks = marks;
-    rung.run_gpu(timed);
-  };
-  return time_phases<PhaseMarks>(run, [&] { poison(args.out, count, args.stream); }, warmup, reps, flush,
-                                 args.stream, &phase_ms);
+/// One untimed run of a GPU rung on a fresh workspace, its output poisoned first; returns the output.
+std::vector<float> run_once_on(const Rung& rung, const Problem38& p, const DeviceInputs& in,
+                               const DeviceBuffer<float>& out, cudaStream_t stream) {
+  const DeviceBuffer<unsigned char> ws = workspace(rung.workspace_bytes(p), rung);
+  poison(out, stream);
+  rung.run_gpu({p, in, out.get(), ws.get(), stream});
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> host(out.size());
+  CUDA_CHECK(cudaMemcpy(host.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost));
+  return host;
 }
 
 double max_rel_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -103,15 +90,8 @@ std::vector<float> run_rung_once(const Rung& rung, const Problem38& p, const Inp
   if (!rung.is_gpu()) return rung.run_cpu(p, in);
   require_supported(rung, p);
   const DeviceCopy dev(in);
-  DeviceBuffer<float> out(size_t(p.out_elems()), "output");
-  DeviceBuffer<unsigned char> ws(std::max<size_t>(rung.workspace_bytes(p), 1), "workspace of rung " + rung.label());
-  cudaStream_t stream = nullptr;
-  poison(out.get(), out.size(), stream);
-  rung.run_gpu({p, dev.view(), out.get(), ws.get(), stream});
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> host(out.size());
-  CUDA_CHECK(cudaMemcpy(host.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost));
-  return host;
+  const DeviceBuffer<float> out(size_t(p.out_elems()), "output");
+  return run_once_on(rung, p, dev.view(), out, nullptr);
 }
 
 double TrackReport::compute_floor_ms() const {
@@ -124,6 +104,86 @@ bool TrackReport::all_passed() const {
   return true;
 }
 
+namespace {
+
+void say(const TrackOptions& opt, const std::string& s) {
+  if (opt.progress) std::cerr << "[p38] " << s << std::endl;
+}
+
+/// Problem 38's model for the harness's run loop (run_loop.hpp says what each hook does): one
+/// output tensor, checked against the oracle on `rows`.
+struct RungModel {
+  using Rung = p38::Rung;
+  using Result = RungResult;
+  using Output = std::vector<float>;
+  const Problem38& p;
+  const TrackOptions& opt;
+  const Inputs& in;
+  const std::vector<int64_t>& rows;
+  DeviceCopy* dev;                  // null without a CUDA device, as the three below
+  const DeviceBuffer<float>* out;
+  const L2Flush* flush;
+  cudaStream_t stream;
+  std::optional<std::pair<Problem38, Inputs>> again = {};  // --refill-check: another seed's inputs
+
+  RungResult start(const Rung& g) const {
+    RungResult r;
+    r.id = g.id, r.name = g.name, r.idea = g.idea, r.gpu = g.is_gpu();
+    r.deterministic = g.deterministic, r.conv_passes = g.conv_passes;
+    return r;
+  }
+  std::string skip_note(Skip why, const Rung& g) const {
+    return track_skip_note(why, why == Skip::Unsupported ? g.why_unsupported(p) : "", p.conv_macs(), opt.cpu_max_macs);
+  }
+  double cpu_macs(const Rung&) const { return p.conv_macs(); }
+  void skipped(const Rung&, const RungResult&, const std::string&) const {}
+  std::vector<float> run(const Rung& g, RungResult& r, const std::string&) const {
+    say(opt, "rung " + g.label() + "...");
+    if (!r.gpu) return wall_clock(r.ms, [&] { return g.run_cpu(p, in); });
+    const DeviceBuffer<unsigned char> ws = workspace(g.workspace_bytes(p), g);
+    r.device_bytes = dev->bytes() + double(out->bytes()) + double(ws.bytes());
+    // Output poisoned and L2 flushed before each repetition, outside the timed region.
+    const RungArgs args{p, dev->view(), out->get(), ws.get(), stream};
+    r.ms = time_pass<PhaseMarks>(g.run_gpu, args, [&] { poison(*out, stream); }, opt.warmup, opt.reps, flush, stream,
+                                 &r.phase_ms);
+    std::vector<float> host(out->size());
+    CUDA_CHECK(cudaMemcpy(host.data(), out->get(), out->bytes(), cudaMemcpyDeviceToHost));
+    return host;
+  }
+  void check(const Rung&, RungResult& r, const std::vector<float>& host) const {
+    r.rows_checked = int64_t(rows.size());
+    r.vs_oracle = check_rows(p, in, host, rows);
+  }
+  bool passed(const RungResult& r) const { return r.vs_oracle.pass(); }
+  void refill(bool other) {
+    if (!again) {
+      Problem38 q = p;
+      q.seed = p.seed ^ 0x5eed5eedULL;
+      again.emplace(q, make_inputs(q));
+    }
+    dev->refill(other ? again->second : in);
+  }
+  std::vector<float> run_once(const Rung& g) const { return run_once_on(g, p, dev->view(), *out, stream); }
+  void check_refilled(const Rung&, RungResult& r, const std::vector<float>& second) const {
+    const Agreement b = check_rows(again->first, again->second, second, rows);
+    if (!b.pass()) r.vs_oracle = b, r.note = kRefilledDisagrees;
+  }
+  void compare(RungResult& r, const std::vector<float>& host, const RungResult& prev,
+               const std::vector<float>& prev_host) const {
+    r.previous_id = prev.id;
+    r.max_rel_vs_previous = max_rel_difference(host, prev_host);
+  }
+  void done(const Rung&, const RungResult& r, const std::vector<float>&, const std::string&) const {
+    say(opt, "  " + r.vs_oracle.summary());
+  }
+  void failed(const Rung&, RungResult& r, const std::string&, const std::exception& e, cudaError_t) const {
+    r.note = e.what();
+    say(opt, "  failed: " + r.note);
+  }
+};
+
+}  // namespace
+
 TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
   p.validate();
   std::vector<const Rung*> chosen;
@@ -135,10 +195,7 @@ TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
   report.warmup = opt.warmup;
   report.reps = opt.reps;
   report.flush_l2 = opt.flush_l2;
-  auto say = [&](const std::string& s) {
-    if (opt.progress) std::cerr << "[p38] " << s << std::endl;
-  };
-  say("inputs for " + p.describe());
+  say(opt, "inputs for " + p.describe());
   const Inputs in = make_inputs(p);
   const std::vector<int64_t> rows = rows_to_check(p, opt.full_check_elems, opt.sample_rows);
 
@@ -160,86 +217,13 @@ TrackReport run_track(const Problem38& p, const TrackOptions& opt) {
                                    opt.reps, flush.get(), stream);
     report.write_out_ms = time_median([&] { CUDA_CHECK(cudaMemsetAsync(out->get(), 0, out->bytes(), stream)); },
                                       opt.warmup, opt.reps, flush.get(), stream);
-    say("floors: read x " + std::to_string(report.read_x_ms) + " ms, write the output " +
+    say(opt, "floors: read x " + std::to_string(report.read_x_ms) + " ms, write the output " +
         std::to_string(report.write_out_ms) + " ms");
   }
 
-  std::vector<float> previous, host;
-  std::string previous_id;
-  for (const Rung* rung : chosen) {
-    RungResult r;
-    r.id = rung->id, r.name = rung->name, r.idea = rung->idea, r.gpu = rung->is_gpu();
-    r.deterministic = rung->deterministic, r.conv_passes = rung->conv_passes;
-    const std::string why = rung->why_unsupported(p);
-    if (!why.empty()) {
-      r.note = "skipped: " + why;
-    } else if (!r.gpu && p.conv_macs() > opt.cpu_max_macs && !opt.force_cpu) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "skipped: %.3g multiply-adds exceed --cpu-max-macs %.3g (--force-cpu runs it)",
-                    p.conv_macs(), opt.cpu_max_macs);
-      r.note = buf;
-    } else if (r.gpu && !gpu) {
-      r.note = "not run: no CUDA device";
-    } else {
-      say("rung " + rung->label() + "...");
-      try {
-        if (!r.gpu) {
-          const auto t0 = std::chrono::steady_clock::now();
-          host = rung->run_cpu(p, in);
-          const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-          r.ms = {ms, ms, ms};
-        } else {
-          DeviceBuffer<unsigned char> ws(std::max<size_t>(rung->workspace_bytes(p), 1),
-                                         "workspace of rung " + rung->label());
-          r.device_bytes = dev->bytes() + double(out->bytes()) + double(ws.bytes());
-          r.ms = time_rung(*rung, {p, dev->view(), out->get(), ws.get(), stream}, opt.warmup, opt.reps, flush.get(),
-                           r.phase_ms);
-          host.resize(out->size());
-          CUDA_CHECK(cudaMemcpy(host.data(), out->get(), out->bytes(), cudaMemcpyDeviceToHost));
-        }
-        r.ran = true;
-        r.rows_checked = int64_t(rows.size());
-        r.vs_oracle = check_rows(p, in, host, rows);
-        if (r.gpu && opt.refill_check && r.vs_oracle.pass()) {
-          // The same buffers refilled with another seed's values, run once: a rung that keeps an
-          // earlier answer (a cache keyed on the input address) fails here.
-          Problem38 q = p;
-          q.seed = p.seed ^ 0x5eed5eedULL;
-          const Inputs again = make_inputs(q);
-          dev->refill(again);
-          DeviceBuffer<unsigned char> ws(std::max<size_t>(rung->workspace_bytes(p), 1),
-                                         "workspace of rung " + rung->label());
-          poison(out->get(), out->size(), stream);
-          rung->run_gpu({p, dev->view(), out->get(), ws.get(), stream});
-          CUDA_CHECK(cudaStreamSynchronize(stream));
-          std::vector<float> second(out->size());
-          CUDA_CHECK(cudaMemcpy(second.data(), out->get(), out->bytes(), cudaMemcpyDeviceToHost));
-          dev->refill(in);  // the next rung sees the first inputs again
-          const Agreement b = check_rows(q, again, second, rows);
-          if (!b.pass()) {
-            r.vs_oracle = b;
-            r.note = "the run on refilled inputs (same buffers, another seed) disagrees with its oracle";
-          }
-        }
-        if (!previous.empty()) {
-          r.previous_id = previous_id;
-          r.max_rel_vs_previous = max_rel_difference(host, previous);
-        }
-        previous.swap(host);
-        previous_id = r.id;
-        say("  " + r.vs_oracle.summary());
-      } catch (const std::exception& e) {
-        r.failed = true;
-        r.note = e.what();
-        say("  failed: " + r.note);
-        if (gpu && sticky_cuda_error() != cudaSuccess) {
-          report.rungs.push_back(r);
-          break;  // the context is lost: nothing after this can run
-        }
-      }
-    }
-    report.rungs.push_back(r);
-  }
+  RungModel model{p, opt, in, rows, dev.get(), out.get(), flush.get(), stream};
+  LoopState state;
+  run_loop(model, chosen, {gpu, opt.cpu_max_macs, opt.force_cpu, opt.refill_check, true}, state, report.rungs);
   if (stream) cudaStreamDestroy(stream);
   if (!opt.json_path.empty()) write_json(report, opt.json_path);
   return report;

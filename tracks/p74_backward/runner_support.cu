@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "cuda_check.hpp"
+#include "run_loop.hpp"  // poison
 #include "runner.hpp"
 #include "runner_support.hpp"
 
@@ -14,9 +15,9 @@ namespace ladder::p74 {
 namespace detail {
 
 void DeviceForwardOut::poison(cudaStream_t s) const {
-  CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), s));  // all bits set: NaN
-  CUDA_CHECK(cudaMemsetAsync(y.get(), 0xff, y.bytes(), s));
-  CUDA_CHECK(cudaMemsetAsync(argmax.get(), 0xff, argmax.bytes(), s));  // -1
+  ladder::poison(out, s);  // NaN
+  ladder::poison(y, s);
+  ladder::poison(argmax, s);  // -1
 }
 
 DeviceBackwardIo::DeviceBackwardIo(const Problem74& p, const Saved& saved, const std::vector<float>& g)
@@ -35,18 +36,12 @@ DeviceBackwardIo::DeviceBackwardIo(const Problem74& p, const Saved& saved, const
 }
 
 void DeviceBackwardIo::poison(cudaStream_t s) const {
-  for (const DeviceBuffer<float>* b : {&grad_x, &grad_weight, &grad_bias, &grad_multiplier})
-    CUDA_CHECK(cudaMemsetAsync(b->get(), 0xff, b->bytes(), s));
+  for (const DeviceBuffer<float>* b : {&grad_x, &grad_weight, &grad_bias, &grad_multiplier}) ladder::poison(*b, s);
 }
 
 double DeviceBackwardIo::bytes() const {
   return double(grad_out.bytes() + y_saved.bytes() + argmax.bytes() + grad_x.bytes() + grad_weight.bytes() +
                 grad_bias.bytes() + grad_multiplier.bytes());
-}
-
-void require_supported(const Rung& rung, const Problem74& p) {
-  const std::string why = rung.why_unsupported(p);
-  if (!why.empty()) throw std::invalid_argument("rung " + rung.label() + " cannot run " + p.describe() + ": " + why);
 }
 
 }  // namespace detail

@@ -71,12 +71,4 @@ struct DeviceBackwardIo {
   double bytes() const;
 };
 
-/// A workspace of `bytes` (cudaMalloc aligns to 256 bytes), at least 1 byte.
-inline DeviceBuffer<unsigned char> workspace(size_t bytes, const Rung& rung) {
-  return DeviceBuffer<unsigned char>(std::max<size_t>(bytes, 1), "workspace of rung " + rung.label());
-}
-
-/// Throws std::invalid_argument naming the rung, the problem and the rung's reason.
-void require_supported(const Rung& rung, const Problem74& p);
-
 }  // namespace ladder::p74::detail
