@@ -70,7 +70,7 @@ bool nothing_ran(const ladder::LadderReport& report) {
 bool cpu_stage_instead(ladder::LadderOptions opt) {
   std::cout << "\nNo GPU here, so nothing above ran. The CPU stage at the first KernelBench sizes instead\n"
                "(build/ladder --kernelbench-v1 --stages 00):\n\n";
-  opt.stage_ids = {"00"};
+  opt.rung_ids = {"00"};
   const ladder::LadderReport cpu = ladder::run_ladder(ladder::Problem::kernelbench_v1(), opt);
   std::cout << ladder::format_table(with_short_skip_notes(cpu))
             << "\nNext: bash scripts/test.sh (every CPU test; the GPU tests skip), or read the stages' chapters\n"
@@ -98,7 +98,6 @@ void gpu_only_program_skipped() {
 int main(int argc, char** argv) {
   ladder::ProblemOptions problem_opt;
   ladder::LadderOptions opt;
-  bool quiet = false, no_flush = false;
 
   CLI::App app{"Runs the stages of the ConvTranspose2d -> pool -> log-sum-exp ladder on one problem,\n"
                "checks them against the fp64 oracle, and times them against a streaming read of x.\n"
@@ -110,18 +109,10 @@ int main(int argc, char** argv) {
              "Results record the source tree's git commit; when running from a copy without .git, set\n"
              "LADDER_GIT_COMMIT (and LADDER_GIT_DIRTY=yes|no) in the environment.");
   ladder::add_problem_options(app, problem_opt);
-  app.add_option("--stages,--rungs", opt.stage_ids,
-                 "comma-separated stages to run, by number or name, each once (--rungs: the same; default: all): " +
-                     stage_list())
-      ->delimiter(',')
-      ->type_name("ID");
-  app.add_option("--reps", opt.reps, "timed repetitions per GPU stage (median, min and max reported)")
-      ->check(at_least(1))
-      ->capture_default_str();
-  app.add_option("--warmup", opt.warmup, "untimed repetitions before them")
-      ->check(at_least(0))
-      ->capture_default_str();
-  app.add_flag("--no-flush-l2", no_flush, "do not flush L2 between repetitions (warm-cache numbers)");
+  ladder::add_run_options(app, opt,
+                          {"stage", stage_list(),
+                           "after each GPU stage, refill the same input buffers with another seed's values, run it "
+                           "again and check that run too"});
   bool no_cub = false;
   app.add_flag("--no-cub", no_cub, "skip the CUB segmented-sum baseline for the pool phase");
   std::string check_precision;
@@ -129,17 +120,9 @@ int main(int argc, char** argv) {
                  "the grader's rule: check every GPU stage at this precision's tolerance, whatever the stage declares, "
                  "and let each plane's mean be formed in any correctly rounded order (any_order_tolerance)")
       ->check(CLI::IsMember({"fp32", "tf32"}));
-  app.add_flag("--refill-check", opt.refill_check,
-               "after each GPU stage, refill the same input buffers with another seed's values, run it again and "
-               "check that run too (a result cached by input address fails)");
   app.add_flag("--tf32-midpoints", opt.tf32_midpoints,
                "x and weight 3/4 of the way between TF32 values: a TF32 stage is checked at the FP32 tolerance "
                "against the oracle of its operands rounded to nearest (truncation fails)");
-  app.add_flag("--force-cpu", opt.force_cpu, "run stage 00 even when its literal cost is large");
-  app.add_option("--cpu-max-macs", opt.cpu_max_macs, "stage 00 runs only below this many multiply-adds")
-      ->check(at_least(0.0))
-      ->capture_default_str();
-  app.add_option("--json", opt.json_path, "write results as JSON to FILE (schema: ladder/report.cpp)")->type_name("FILE");
   app.add_option("--dump", opt.dump_dir,
                  "write x, weight, conv_bias, bias, oracle and stage outputs as .npy to DIR (created if missing; "
                  "its parent must exist)")
@@ -153,22 +136,15 @@ int main(int argc, char** argv) {
       "output's shape (the problem options set it; --seed its values, --distribution is not used), checked "
       "against its fp64 plane means and timed against a streaming read of the same tensor; no convolution. "
       "Stages with a pool phase: " + stage_list(true));
-  app.add_flag("-q,--quiet", quiet, "no progress output on stderr");
   for (const char* other : {"--dump", "--inputs", "--force-cpu", "--check-precision", "--refill-check", "--tf32-midpoints"}) pool_flag->excludes(app.get_option(other));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help exits 0; a bad option 2, as documented
-  }
+  if (const auto status = ladder::parse_or_exit(app, argc, argv)) return *status;
 
   const ladder::Problem p = ladder::problem_from_options(app, problem_opt);
-  opt.flush_l2 = !no_flush;
   if (!check_precision.empty())
     opt.check_precision = check_precision == "tf32" ? ladder::Precision::Tf32 : ladder::Precision::Fp32;
-  opt.progress = !quiet;
   opt.cub_baseline = !no_cub;
 
-  try {
+  return ladder::exit_status_of([&] {
     if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
     if (!opt.dump_dir.empty()) check_dump_dir(opt.dump_dir);
     if (pool_only) {
@@ -189,8 +165,5 @@ int main(int argc, char** argv) {
       return cpu_stage_instead(opt) && report.all_passed() ? 0 : 1;
     }
     return report.all_passed() ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

@@ -132,7 +132,7 @@ PoolOnlyReport run_pool_only(const Problem& p, const LadderOptions& opt) {
   check_timing_options(opt);
   std::vector<const StageDescriptor*> stages;
   for (const StageDescriptor* s : selected_stages(opt))
-    if (s->run_pool || !opt.stage_ids.empty()) stages.push_back(s);  // named stages are listed
+    if (s->run_pool || !opt.rung_ids.empty()) stages.push_back(s);  // named stages are listed
   if (std::none_of(stages.begin(), stages.end(), [](const StageDescriptor* s) { return s->run_pool != nullptr; })) {
     std::string with;
     for (const StageDescriptor* s : registered_stages())

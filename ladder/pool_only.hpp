@@ -92,7 +92,7 @@ struct PoolOnlyReport {
   bool all_passed() const;
 };
 
-/// Runs the pool-only mode for opt.stage_ids (empty: every stage with run_pool; a selected
+/// Runs the pool-only mode for opt.rung_ids (empty: every stage with run_pool; a selected
 /// stage without one is listed as not run). Uses opt.warmup, reps, flush_l2, progress,
 /// cub_baseline and json_path. Throws std::invalid_argument if no selected stage has a pool
 /// phase, InvalidProblem, HostMemoryError (checked before the tensor is allocated),

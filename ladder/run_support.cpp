@@ -26,9 +26,9 @@ void note(const LadderOptions& o, const std::string& msg) {
 
 std::vector<const StageDescriptor*> selected_stages(const LadderOptions& opt) {
   const auto& all = registered_stages();
-  if (opt.stage_ids.empty()) return all;
+  if (opt.rung_ids.empty()) return all;
   std::vector<const StageDescriptor*> out;
-  for (const std::string& id : opt.stage_ids) {
+  for (const std::string& id : opt.rung_ids) {
     const StageDescriptor* found = nullptr;
     for (const StageDescriptor* s : all)
       if (s->id == id || s->name == id || s->label() == id) found = s;
@@ -39,7 +39,7 @@ std::vector<const StageDescriptor*> selected_stages(const LadderOptions& opt) {
     }
     for (size_t k = 0; k < out.size(); ++k)
       if (out[k] == found) {
-        const std::string& first = opt.stage_ids[k];
+        const std::string& first = opt.rung_ids[k];
         throw std::invalid_argument("--stages: stage " + found->id + " is listed twice" +
                                     (first == id ? "" : " (as '" + first + "' and '" + id + "')"));
       }

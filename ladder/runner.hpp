@@ -10,30 +10,21 @@
 #include "inputs.hpp"
 #include "problem.hpp"
 #include "provenance.hpp"
+#include "run_options.hpp"
 #include "stage.hpp"
 #include "tolerance.hpp"
 
 namespace ladder {
 
-struct LadderOptions {
-  std::vector<std::string> stage_ids;  ///< empty: every registered stage
-  int warmup = 2;
-  int reps = 10;
-  bool flush_l2 = true;
-  bool force_cpu = false;          ///< run stage 00 even when its literal cost is large
-  double cpu_max_macs = 2e9;       ///< stage 00 is skipped above this many multiply-adds
+/// RunOptions (harness/run_options.hpp): rung_ids are stages here; refill_check runs a stage once
+/// more as a first run on a fresh workspace.
+struct LadderOptions : RunOptions {
   std::string inputs_dir;          ///< read x, weight, conv_bias, bias .npy from here
   std::string dump_dir;            ///< write inputs, oracle and every stage's outputs here
-  std::string json_path;           ///< write machine-readable results here
-  bool progress = true;            ///< progress lines on stderr
   bool cub_baseline = true;        ///< time CUB's segmented sum as the pool-phase baseline
-  /// The grader's rules, set by its command line and never by a stage:
+  /// The grader's rules, set by its command line and never by a stage (and refill_check):
   /// check every GPU stage at this precision's tolerance, whatever its descriptor declares;
   std::optional<Precision> check_precision;
-  /// after a stage's runs, refill the same input buffers with values of another seed, run it
-  /// once more, as a first run on a fresh workspace, and check that run too (a result cached by
-  /// input address fails, and so does a stage whose first run is wrong);
-  bool refill_check = false;
   /// x and weight placed 3/4 of the way between two TF32 values, so that rounding them to
   /// nearest and truncating them differ by one TF32 step in every operand; a TF32 stage is
   /// then checked at the FP32 tolerance against the oracle of its operands rounded to nearest.

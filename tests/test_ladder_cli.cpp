@@ -81,14 +81,14 @@ TEST(LadderCli, AtLeastNamesTheBoundForIntegers) {
 
 TEST(LadderCli, AStageListedTwiceIsRejected) {
   LadderOptions opt;
-  opt.stage_ids = {"00", "00"};
+  opt.rung_ids = {"00", "00"};
   try {
     selected_stages(opt);
     FAIL() << "--stages 00,00 was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "--stages: stage 00 is listed twice");
   }
-  opt.stage_ids = {"00", "cpu_reference"};  // the same stage by number and by name
+  opt.rung_ids = {"00", "cpu_reference"};  // the same stage by number and by name
   try {
     selected_stages(opt);
     FAIL() << "--stages 00,cpu_reference was accepted";
@@ -99,7 +99,7 @@ TEST(LadderCli, AStageListedTwiceIsRejected) {
 
 TEST(LadderCli, DistinctStagesAreKeptInOrder) {
   LadderOptions opt;
-  opt.stage_ids = {"01", "00"};
+  opt.rung_ids = {"01", "00"};
   const std::vector<const StageDescriptor*> stages = selected_stages(opt);
   ASSERT_EQ(stages.size(), 2u);
   EXPECT_EQ(stages[0]->id, "01");

@@ -40,7 +40,7 @@ TEST(Ladder, GpuStagesWithoutAGpuGenerateNothing) {
   p.batch = 200000;
   LadderOptions opt;
   opt.progress = false;
-  opt.stage_ids = {"03", "09"};
+  opt.rung_ids = {"03", "09"};
   std::string why;
   if (cuda_device_available(&why)) {
     EXPECT_THROW(run_ladder(p, opt), HostMemoryError);
@@ -67,7 +67,7 @@ TEST(Ladder, UnknownStageIsRejectedByName) {
   Problem p = Problem::kernelbench_v1();
   LadderOptions opt;
   opt.progress = false;
-  opt.stage_ids = {"99"};
+  opt.rung_ids = {"99"};
   try {
     run_ladder(p, opt);
     FAIL() << "an unknown stage was accepted";

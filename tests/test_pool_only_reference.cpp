@@ -161,7 +161,7 @@ TEST(PoolOnly, HugeBatchStopsWithAHostMemoryError) {
 TEST(PoolOnly, SelectingOnlyStagesWithoutAPoolPhaseIsAnError) {
   LadderOptions opt;
   opt.progress = false;
-  opt.stage_ids = {"13"};  // pools x before the convolution: no pool phase of its own
+  opt.rung_ids = {"13"};  // pools x before the convolution: no pool phase of its own
   try {
     run_pool_only(Problem::kernelbench_v1(), opt);
     FAIL() << "--pool-only --stages 13 was accepted";

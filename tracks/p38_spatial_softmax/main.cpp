@@ -18,7 +18,6 @@ using ladder::tracks::not_negative;
 int main(int argc, char** argv) {
   p38::Problem38 p = p38::Problem38::kernelbench();
   p38::TrackOptions opt;
-  bool quiet = false, no_flush = false;
   std::string distribution = "uniform";
   CLI::App app{"Runs the problem-38 track (KernelBench level 2, problem 38: AvgPool3d -> ConvTranspose3d -> clamp ->\n"
                "softmax over D*H*W per (sample, channel) -> x scale), checks every rung against the fp64 oracle\n"
@@ -53,38 +52,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--random-scale", p.random_scale,
                "draw each channel's scale from [1/2, 3/2) instead of PyTorch's ones (a rung that drops it fails)");
-  app.add_option("--rungs,--stages", opt.rung_ids,
-                 "comma-separated rungs, by number or name, each once (--stages: the same; default: all): " +
-                     ladder::rung_labels(p38::rungs()))
-      ->delimiter(',')
-      ->type_name("ID");
-  app.add_option("--reps", opt.reps, "timed repetitions per GPU rung (median, min and max reported)")
-      ->check(at_least(1))
-      ->capture_default_str();
-  app.add_option("--warmup", opt.warmup, "untimed repetitions before them")->check(at_least(0))->capture_default_str();
-  app.add_flag("--no-flush-l2", no_flush, "do not flush L2 between repetitions");
-  app.add_flag("--refill-check", opt.refill_check,
-               "after each GPU rung, refill the same input buffers with another seed's values, run it once more "
-               "and check that run too (a result cached by input address fails)");
-  app.add_flag("--force-cpu", opt.force_cpu, "run rung 00 even when its cost is large");
-  app.add_option("--cpu-max-macs", opt.cpu_max_macs, "rung 00 runs only below this many multiply-adds")
-      ->check(at_least(0.0))
-      ->capture_default_str();
+  ladder::add_run_options(app, opt,
+                          {"rung", ladder::rung_labels(p38::rungs()),
+                           "after each GPU rung, refill the same input buffers with another seed's values, run it "
+                           "once more and check that run too"});
   app.add_option("--sample-rows", opt.sample_rows, "rows checked against the oracle when the output is large")
       ->check(at_least(1))
       ->capture_default_str();
-  app.add_option("--json", opt.json_path, "write results as JSON to FILE")->type_name("FILE");
-  app.add_flag("-q,--quiet", quiet, "no progress output on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto status = ladder::parse_or_exit(app, argc, argv)) return *status;
   if (*pool_stride_opt) p.pool.stride = p38::Triple::cube(pool_stride.d);
   p.pool.count_include_pad = !no_count_pad;
-  opt.flush_l2 = !no_flush;
-  opt.progress = !quiet;
-  try {
+  return ladder::exit_status_of([&] {
     p.distribution = p38::distribution_from_string(distribution);
     ladder::tracks::reject_repeated_rungs(opt.rung_ids, p38::find_rung);
     if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
@@ -92,8 +70,5 @@ int main(int argc, char** argv) {
     std::cout << p38::format_table(report);
     if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";
     return report.all_passed() ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

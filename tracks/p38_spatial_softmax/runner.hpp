@@ -11,25 +11,16 @@
 #include "oracle.hpp"
 #include "problem.hpp"
 #include "provenance.hpp"
+#include "run_options.hpp"
 #include "rung.hpp"
 #include "tolerance.hpp"
 
 namespace ladder::p38 {
 
-struct TrackOptions {
-  std::vector<std::string> rung_ids;  ///< empty: every rung
-  int warmup = 2;
-  int reps = 10;
-  bool flush_l2 = true;
-  bool progress = true;              ///< progress lines on stderr
-  bool force_cpu = false;            ///< run rung 00 even above cpu_max_macs
-  double cpu_max_macs = 2e9;
+/// RunOptions (harness/run_options.hpp), and how much of the output the oracle checks.
+struct TrackOptions : RunOptions {
   int64_t full_check_elems = int64_t(1) << 22;  ///< check every row up to this many outputs
   int sample_rows = 8;                          ///< else this many rows
-  /// Each GPU rung runs once more on its buffers refilled with another seed's values, checked
-  /// against their own oracle (the grader's rule: a cached answer fails).
-  bool refill_check = false;
-  std::string json_path;
 };
 
 struct RungResult {

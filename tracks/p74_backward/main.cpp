@@ -15,10 +15,26 @@ using ladder::tracks::add_triple;
 using ladder::tracks::at_least;
 using ladder::tracks::not_negative;
 
+namespace {
+
+/// Prints the table (and where the JSON went, and how many results ran unchecked) and returns
+/// the exit status: 0 if every rung that ran passed, else 1.
+int report_and_status(const p74::TrackReport& report, const p74::TrackOptions& opt) {
+  std::cout << p74::format_table(report);
+  if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";
+  int unchecked = 0;
+  for (const p74::RungResult& r : report.rungs) unchecked += r.ran && !r.checked;
+  if (unchecked > 0)
+    std::cerr << "note: " << unchecked << " rung result(s) ran unchecked (above --oracle-max-macs); they are not "
+              << "counted as passed\n";
+  return report.all_passed() ? 0 : 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   p74::Problem74 p = p74::Problem74::kernelbench();
   p74::TrackOptions opt;
-  bool quiet = false, no_flush = false;
   std::string distribution = "uniform";
   CLI::App app{
       "Runs the problem-74 track (KernelBench level 2, problem 74: ConvTranspose3d -> LeakyReLU -> x multiplier\n"
@@ -63,59 +79,26 @@ int main(int argc, char** argv) {
   app.add_option("--seed", p.seed, "seed of the inputs (grad_out uses seed + 1; 0 to 2^64 - 1)")
       ->check(not_negative())
       ->capture_default_str();
-  app.add_option("--rungs,--stages", opt.rung_ids,
-                 "comma-separated rungs, by number or name, each once (--stages: the same; default: all): " +
-                     ladder::rung_labels(p74::rungs()))
-      ->delimiter(',')
-      ->type_name("ID");
+  ladder::add_run_options(app, opt,
+                          {"rung", ladder::rung_labels(p74::rungs()),
+                           "after each checked GPU backward, refill grad_out's buffer with another seed's values, run "
+                           "it once more and check that run too"});
   app.add_option("--forward-for-backward", opt.forward_for_backward,
                  "forward rung whose saved state (argmax, y) the backward rungs use (default: the fastest GPU forward "
                  "rung that passed, else 03)")
       ->type_name("ID");
-  app.add_option("--reps", opt.reps, "timed repetitions per GPU rung (median, min and max reported)")
-      ->check(at_least(1))
-      ->capture_default_str();
-  app.add_option("--warmup", opt.warmup, "untimed repetitions before them")->check(at_least(0))->capture_default_str();
-  app.add_flag("--no-flush,--no-flush-l2", no_flush, "do not flush L2 between repetitions");
-  app.add_flag("--refill-check", opt.refill_check,
-               "after each checked GPU backward, refill grad_out's buffer with another seed's values, run it once more "
-               "and check that run too (a result cached by buffer address fails)");
-  app.add_flag("--force-cpu", opt.force_cpu, "run rung 00 even above --cpu-max-macs");
-  app.add_option("--cpu-max-macs", opt.cpu_max_macs, "rung 00 runs a pass only below this many multiply-adds")
-      ->check(at_least(0.0))
-      ->capture_default_str();
   app.add_option("--oracle-max-macs", opt.oracle_max_macs, "the fp64 oracles run only below this many multiply-adds")
       ->check(at_least(0.0))
       ->capture_default_str();
   app.add_option("--samples", opt.max_samples, "samples whose forward is checked when the whole batch is too large")
       ->check(at_least(1))
       ->capture_default_str();
-  app.add_option("--json", opt.json_path, "write results as JSON to FILE")->type_name("FILE");
-  app.add_flag("-q,--quiet", quiet, "no progress output on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto status = ladder::parse_or_exit(app, argc, argv)) return *status;
   if (*pool_stride_opt) p.pool.stride = pool_stride;
-  opt.flush_l2 = !no_flush;
-  opt.progress = !quiet;
-  p74::TrackReport report;
-  try {
+  return ladder::exit_status_of([&] {
     p.distribution = ladder::tracks::distribution_from_string(distribution);
     ladder::tracks::reject_repeated_rungs(opt.rung_ids, p74::find_rung);
     if (!opt.json_path.empty()) ladder::require_writable(opt.json_path);
-    report = p74::run_track(p, opt);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  }
-  std::cout << p74::format_table(report);
-  if (!opt.json_path.empty()) std::cout << "results written to " << opt.json_path << "\n";
-  int unchecked = 0;
-  for (const p74::RungResult& r : report.rungs) unchecked += r.ran && !r.checked;
-  if (unchecked > 0)
-    std::cerr << "note: " << unchecked << " rung result(s) ran unchecked (above --oracle-max-macs); they are not "
-              << "counted as passed\n";
-  return report.all_passed() ? 0 : 1;
+    return report_and_status(p74::run_track(p, opt), opt);
+  });
 }

@@ -26,26 +26,18 @@
 #include "oracle.hpp"
 #include "problem.hpp"
 #include "provenance.hpp"
+#include "run_options.hpp"
 #include "rung.hpp"
 #include "tolerance.hpp"
 
 namespace ladder::p74 {
 
-struct TrackOptions {
-  std::vector<std::string> rung_ids;  ///< empty: every rung
-  int warmup = 2;
-  int reps = 10;
-  bool flush_l2 = true;
-  bool progress = true;        ///< progress lines on stderr
-  bool force_cpu = false;      ///< run rung 00 even above cpu_max_macs
-  double cpu_max_macs = 2e9;   ///< rung 00 runs a pass only below this many multiply-adds
+/// RunOptions (harness/run_options.hpp; rung 00 runs a pass only below cpu_max_macs, and
+/// refill_check refills grad_out's buffer for each checked GPU backward), and the oracles' limits.
+struct TrackOptions : RunOptions {
   double oracle_max_macs = 2e9;  ///< the fp64 oracles run only below this many (see above)
   int max_samples = 2;         ///< samples checked when the forward oracle would cost too much
   std::string forward_for_backward;  ///< rung whose saved state the backward rungs use; "": see above
-  /// Each checked GPU backward runs once more with grad_out's buffer refilled from another seed,
-  /// checked against its own oracle (the grader's rule: a cached answer fails).
-  bool refill_check = false;
-  std::string json_path;
 };
 
 /// One pass (forward or backward) of one rung: rung 00 gives two.
