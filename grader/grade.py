@@ -255,14 +255,14 @@ def grade(args):
         if official:
             raise sandbox.SandboxError(f"{e}: official grading needs the load audit (integrity rule 5)")
         log(f"WARNING: {e}: the libraries the programs load are not checked (integrity rule 5)")
-    private = [ROOT if not handout.is_handout(ROOT) else "", os.path.abspath(args.secret_file) if args.secret_file else "",
+    reference = "" if handout.is_handout(ROOT) else ROOT  # the instructor's tree: its solutions are the reference
+    private = [reference, os.path.abspath(args.secret_file) if args.secret_file else "",
                os.path.join(ROOT, "grader", "hidden"), build.reference_dir(work)]
     if isolation == "bwrap":
         sandbox.Sandbox(ro={jail.dirs[k]: jail.inside(k) for k in ("tree", "build")}, uid=uid).check_paths(private)
     elif isolation == "user":
         os.makedirs(build.reference_dir(work), exist_ok=True)
         sandbox.make_private(uid, private)
-    reference = ROOT if not handout.is_handout(ROOT) else ""
     log(f"grading rungs {', '.join(ids)} of {args.submission} in {grading_dir} "
         f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'}; "
         f"isolation: {sandbox.describe(isolation, uid, iso_note)})")
