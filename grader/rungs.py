@@ -55,11 +55,12 @@ def grader_rules(rung_cfg):
     return ["--check-precision", rung_cfg.get("precision", "fp32"), "--refill-check"]
 
 
-def carriers(root, rung):
-    """The numbers of the other rungs of rung's track whose files hold regions of `rung` (p38-05's
-    rescale in rung 07's file): its grading runs them too, so every region it hands out is run."""
-    track_id, number = rung.split("-")
-    files = handout.plan(root, [rung])[2].get(rung, [])
+def carriers(root, rung, files):
+    """The numbers of the other rungs of rung's track whose own source is among `files`, the
+    rung's declared files, which hold its regions (p38-05's rescale in rung 07's file): its
+    grading runs them too, so every region it hands out is run. From the declared files, not a
+    fresh handout.plan: a handout's own tree has no regions left to plan from."""
+    track_id = rung.split("-")[0]
     return [r.split("-")[1] for r, path in sorted(handout.track_rungs(root).items())
             if r.startswith(track_id + "-") and r != rung and path in files]
 
@@ -146,7 +147,8 @@ def resolve(root, config, ids, declared, submission, official):
                 sanitizer_tools=t.get("sanitizer_tools", config["sanitizer_tools"]),
                 public=cases(t["public"]), hidden=cases(t["hidden"] if official else t["practice"]),
                 todos=stub_todos(root, r, name, declared[r], submission), rules=[],
-                report=problems.report_settings(t, number), source=source, carriers=carriers(root, r))
+                report=problems.report_settings(t, number), source=source,
+                carriers=carriers(root, r, declared[r]))
         else:
             own, folder = config["rungs"].get(r, {}), folders[r]
             rung = Rung(
