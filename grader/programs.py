@@ -51,6 +51,7 @@ class Stage(_Program):
     """A stage rung: its program stage_NN_name (cases, sanitizers), its grade_timing_NN (timing)."""
 
     def integrity(self):
+        """The integrity check of the stage's objects (reference_integrity): an integrity.Report."""
         return reference_integrity(self.ctx["build"], self.ctx["reference_dir"] if self.ctx["reference"] else "",
                                    self.rung.id)
 
@@ -64,9 +65,11 @@ class Stage(_Program):
         return ok, lines
 
     def probe(self):
+        """(True, "") if the program runs the stage on a GPU here, else (False, why)."""
         return runs.gpu_available(self.program, self.rung.id)
 
     def run_case(self, case, seed, public):
+        """(status, detail) of one correctness case; public: the detail may quote the program."""
         return runs.run_case(self.program, self.rung.id, case, seed, self.args.timeout, self.rung.rules,
                              show_output=public)
 
@@ -140,6 +143,7 @@ class Track(_Program):
         return technique.check_track(os.path.join(self.ctx["build"], self.rung.compile[0]), self.rung.id)
 
     def probe(self):
+        """(True, "") if the track's program runs the rung on a GPU here, else (False, why)."""
         return track.gpu_available(self.program, self.rung.number, self.rung.settings["probe"])
 
     def run_case(self, case, seed, public):
@@ -148,6 +152,7 @@ class Track(_Program):
         return track.run_case(self.program, r.number, case, seed, self.args.timeout, r.report, public, r.carriers)
 
     def sanitize(self, tool):
+        """(status, output) of compute-sanitizer `tool` on the track's sanitizer_problems."""
         exe = check_program.find_sanitizer(None)
         return track.sanitizer(exe, self.program, self.rung.number, tool, self.rung.settings["sanitizer_problems"],
                                self.args.timeout)

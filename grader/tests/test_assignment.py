@@ -1581,5 +1581,56 @@ class StageTimingTest(unittest.TestCase):
         self.assertTrue(programs.reference_integrity(objects, "", "42").failed)  # a handout: none
 
 
+class RungRecordTest(unittest.TestCase):
+    """grader/rungs.py resolves a stage and a track's rung into one record; grader/build.py builds
+    both from it: the given libraries once, each rung's objects, each program once, and a track
+    rung that does not compile replaced by its stub in the grading tree so the others still link."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ta_")
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.config = rungs.load_config(ROOT)
+
+    def resolve(self, ids):
+        return rungs.resolve(ROOT, self.config, ids, rungs.declared_files(ROOT, ids), ROOT, False)
+
+    def test_a_stage_and_a_track_rung(self):
+        stage, = self.resolve(["03"])
+        self.assertEqual((stage.kind, stage.ladder, stage.name, stage.program, stage.compile, stage.link,
+                          stage.reference_target, stage.shared_program),
+                         ("stage", "", "03 shared_tree", "stage_03_shared_tree", ["stage_03"],
+                          ["stage_03_shared_tree", "grade_timing_03"], "grade_timing_03", False))
+        self.assertEqual(stage.rules, ["--check-precision", "fp32", "--refill-check"])
+        self.assertEqual(stage.todos, [])  # the tree is its own (solved) submission
+        rung, = self.resolve(["p38-05"])
+        source = handout.track_rungs(ROOT)["p38-05"]
+        self.assertEqual((rung.kind, rung.ladder, rung.number, rung.program, rung.compile, rung.link, rung.carriers),
+                         ("track", "p38", "05", "p38_ladder", [f"CMakeFiles/p38_track.dir/{source}.o"], ["p38_ladder"],
+                          ["07"]))
+        self.assertEqual(rung.report, problems.report_settings(rung.settings, "05"))
+        self.assertEqual(rung.hidden, problems.load(os.path.join(ROOT, "grader", "p38_practice.problems")))
+        with self.assertRaisesRegex(handout.HandoutError, "unknown rung"):
+            rungs.declared_files(ROOT, ["99"])
+
+    def test_build_stubs_a_broken_track_rung(self):
+        graded = self.resolve(["p38-03", "p38-04"])
+        jail = runs.Jail(os.path.join(self.tmp, "grading"), "none")
+        broken = graded[0].files[0]
+        write(os.path.join(jail.dirs["tree"], broken), "does not compile")
+        commands = []
+
+        def fake_build(argv):
+            commands.append(argv[argv.index("--target") + 1:] if "--target" in argv else "configure")
+            fails = graded[0].compile[0] in argv
+            return subprocess.CompletedProcess(argv, 1 if fails else 0, "", "error: no" if fails else "")
+        jail.build = fake_build
+        with mock.patch.object(build, "log"):
+            built = build.student(argparse.Namespace(cuda_architectures="", jobs=1), jail, graded, ROOT)
+        self.assertEqual(commands, ["configure", graded[0].given, graded[0].compile, graded[1].compile, ["p38_ladder"]])
+        self.assertEqual(built, {"p38-03": (False, "error: no", False), "p38-04": (True, "", True)})
+        with open(os.path.join(jail.dirs["tree"], broken), encoding="utf-8") as f:
+            self.assertIn('ladder_todo("', f.read())  # the handout's stub, in the grading tree only
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
