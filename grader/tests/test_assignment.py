@@ -805,8 +805,8 @@ SASS = """\
 
 
 class TrackGradeTest(unittest.TestCase):
-    """A track rung's CPU half (grader/track.py, problems.py): a case's verdict from the program's report, the timing rounds,
-    the SASS checks, the integrity rules of a track's rung."""
+    """A track rung's CPU half (grader/track.py, problems.py): a case's verdict from the program's
+    report, the timing rounds, the SASS checks, the integrity rules of a track's rung."""
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ta_")
@@ -914,7 +914,7 @@ class TrackGradeTest(unittest.TestCase):
         self.assertEqual(track.sanitizer(None, self.prog, "03", "memcheck", [["--batch", "1"]], 1)[0], "skipped")
 
     def test_sass_checks(self):
-        # track.py hands the rung's object to grader/technique.py (grader/tests/test_technique.py tests
+        # programs.Track hands the rung's object to grader/technique.py (grader/tests/test_technique.py tests
         # the rules themselves); here: the interface, with a cuobjdump that prints SASS.
         obj = write(os.path.join(self.tmp, "r.o"), "")
         fake = write(os.path.join(self.tmp, "bin", "cuobjdump"), "#!/bin/sh\ncat " + shlex.quote(
