@@ -17,8 +17,8 @@ the submission) over it, builds the rungs, and per rung runs
              seeds the grader hands over after prepare(), with the streaming-read floor; the
              student's outputs compared with the reference's by the grader (runs.timing).
 Without a GPU the build and static checks still run; the report says what was skipped and why.
-A second track's rungs (TRACK-NN, e.g. p38-03) are graded with the same parts by grader/track.py,
-through the track's program.
+A second track's rungs (TRACK-NN, e.g. p38-03) are graded by the same path and parts, through the
+track's program (grader/programs.py says how each kind of rung's program is driven).
 """
 import argparse
 import datetime
@@ -29,10 +29,9 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import tempfile
 
-from . import handout, integrity, markers, problems, reports, rung_meta, runs, sandbox, todo_hints, track
+from . import build, handout, programs, reports, rungs, runs, sandbox
 
 ROOT = None  # set by add_parser
 log = runs.log
@@ -163,17 +162,6 @@ def hold_work(work):
     _HELD_WORK[work] = f
 
 
-def load_config():
-    """grader/rungs.json (points, performance scoring, the tracks), with each rung's own settings
-    ("grader" in its folder's rung.json) merged in, all from the grader's own tree."""
-    with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
-        return rung_meta.with_rung_settings(json.load(f), ROOT)
-
-
-def is_handout(root):
-    return os.path.exists(os.path.join(root, handout.MANIFEST))
-
-
 def choose_rungs(args, official):
     if args.rungs:
         return sorted({r.strip() for r in args.rungs.split(",") if r.strip()})
@@ -196,18 +184,18 @@ def sync_file(src, dst):
     shutil.copymode(src, dst)
 
 
-def prepare_tree(args, grading_dir, rungs, declared):
-    """The grading tree (grading_dir/tree): exactly what a student has, the handout of `rungs`
+def prepare_tree(args, grading_dir, ids, declared):
+    """The grading tree (grading_dir/tree): exactly what a student has, the handout of the rungs `ids`
     written from this tree (or this handout's own files), with the submission's declared files
     (decided here, never read from the submission) over it. Files are synced, so a reused
     folder (the self-test's) rebuilds only what changed. Returns {rung: [declared files missing
     from the submission]}."""
     tree = os.path.join(grading_dir, "tree")
-    if is_handout(ROOT):
+    if handout.is_handout(ROOT):
         source, files = ROOT, handout.repo_files(ROOT)
     else:
         source = os.path.join(grading_dir, "handout")
-        handout.write_handout(ROOT, rungs, source, force=True)
+        handout.write_handout(ROOT, ids, source, force=True)
         files = [os.path.relpath(os.path.join(d, n), source) for d, _, ns in os.walk(source) for n in ns]
     overlay, missing = {}, {}
     for rung, paths in declared.items():
@@ -224,231 +212,6 @@ def prepare_tree(args, grading_dir, rungs, declared):
     return missing
 
 
-def reference_build_dir(work_root):
-    """The reference build: this tree (the instructor's), built by the grader in WORK/reference-build."""
-    return os.path.join(work_root, "reference-build")
-
-
-def reference_timing_program(work_root, r):
-    """The reference build's grade_timing_NN of stage rung r (runs.timing runs it as the grader)."""
-    return os.path.join(reference_build_dir(work_root), f"grade_timing_{r}")
-
-
-def reference_libraries(args, work_root, jail, rungs):
-    """Builds the reference solutions of the stage rungs from this tree (instructor code only),
-    outside the sandbox, in WORK/reference-build: their timing programs grade_timing_NN (which
-    runs.timing runs beside the student's, in a process of their own) and their stage objects
-    (which reference_integrity reads). The folder is the grader's alone (mode 0700: root's when
-    grading as root), never bound into the sandbox and never copied into the grading folder, so
-    neither the student's build nor their programs can read the reference's sources or objects.
-    Returns {rung: why} for those that failed."""
-    build_dir = reference_build_dir(work_root)
-    os.makedirs(build_dir, exist_ok=True)
-    os.chmod(build_dir, 0o700)
-    cmake = ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
-             "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
-    if args.cuda_architectures:
-        cmake.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_architectures)
-    p = subprocess.run(cmake, capture_output=True, text=True)
-    if p.returncode != 0:
-        return {r: "the reference build could not be configured: " + (p.stdout + p.stderr)[-500:] for r in rungs}
-    failed = {}
-    for r in rungs:
-        program = reference_timing_program(work_root, r)
-        if os.path.exists(program):  # never an older build's program in place of one that now fails
-            os.remove(program)
-        p = subprocess.run(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", f"grade_timing_{r}"],
-                           capture_output=True, text=True)
-        if p.returncode != 0 or not os.path.isfile(program):
-            failed[r] = "the reference solution did not build: " + (p.stdout + p.stderr)[-500:]
-    return failed
-
-
-def reference_integrity(ctx, r):
-    """The integrity check of stage rung r's objects in the student's build (runs.integrity), with
-    rule 2e comparing their weak symbols with the reference solution's own objects of the rung:
-    those of the reference build (WORK/reference-build/CMakeFiles/stage_NN.dir), read here by the
-    grader, outside the sandbox, where the student's build and programs never see them. Without a
-    reference (a handout graded locally), or where the reference build has no objects of the rung,
-    runs.integrity's own check (weak symbols against the ladder libraries)."""
-    build, ref_build = ctx["build"], reference_build_dir(ctx["work"])
-    if not ctx["reference"]:
-        return runs.integrity(build, r)
-    listed = integrity.ninja_objects(build)
-    report = integrity.Report()
-    report.objects = integrity.target_objects(build, f"CMakeFiles/stage_{r}.dir", listed)
-    references = integrity.target_objects(ref_build, f"CMakeFiles/stage_{r}.dir", integrity.ninja_objects(ref_build))
-    if not report.objects or not references:
-        return runs.integrity(build, r)
-    report.reference = True
-    for folder in integrity.REFERENCE_TARGETS:  # the ladder libraries, as the student's build compiled them
-        if not folder.startswith("grader/"):
-            references += integrity.target_objects(build, folder.format(id=r), listed)
-    return integrity.check_objects(report, r, references)
-
-
-def build(args, jail, rungs, folders, reference, track_rungs=(), declared=None, config=None):
-    """Configures and builds the rungs' programs in the jail (the grading tree, read-only; the
-    build folder its only writable place); returns {rung: (built, log tail, compiled)}:
-    compiled, the stage's objects compiled (the integrity check reads them even when the programs
-    do not link); built, its programs linked as well. track_rungs: a track's rungs, built by
-    track.build (declared: {rung: its files}; config: rungs.json)."""
-    tree, build_dir = jail.inside("tree"), jail.inside("build")
-    cmake = ["cmake", "-S", tree, "-B", build_dir, "-G", "Ninja", "-DLADDER_BUILD_TESTS=OFF",
-             "-DLADDER_GRADE_RUNGS=" + ";".join(rungs)]
-    # Nothing of the reference: its programs are the reference build's (reference_libraries).
-    if args.cuda_architectures:
-        cmake.append("-DCMAKE_CUDA_ARCHITECTURES=" + args.cuda_architectures)
-    p = jail.build(cmake)
-    if p.returncode != 0:
-        tail = (p.stdout + p.stderr).strip()[-3000:]
-        return {r: (False, "the build could not be configured:\n" + tail, False) for r in [*rungs, *track_rungs]}
-
-    def make(targets):
-        p = jail.build(["cmake", "--build", build_dir, "-j", str(args.jobs), "--target", *targets])
-        lines = [l for l in (p.stdout + p.stderr).splitlines()
-                 if any(w in l.lower() for w in ("error", "warning", "undefined reference", "multiple definition"))]
-        return p.returncode == 0, "\n".join(lines[:40]) if p.returncode else ""
-
-    out = {}
-    for r in rungs:
-        log(f"building rung {r}")
-        # The given libraries first, then the stage's objects alone, then its programs.
-        make(["ladder_common", "ladder_runner", "ladder_main"])
-        compiled, compile_log = make([f"stage_{r}"])
-        built, build_log = make([f"stage_{folders[r]}", f"grade_timing_{r}"]) if compiled else (False, compile_log)
-        out[r] = (built, build_log, compiled)
-    if track_rungs:
-        log(f"building rungs {', '.join(track_rungs)}")
-        out.update(track.build(ROOT, jail.dirs["tree"], build_dir, track_rungs, declared, config, make))
-    return out
-
-
-def stub_todos(r, files, submission):
-    """The TODO lines of rung r, from the grader's reading of its stub markers: for each stub
-    that the handout puts in a declared file and that the submission's file still holds, the
-    stub's own message, as the instructor wrote it, and where its hint is (grader/todo_hints.py).
-    Nothing of the submission's text is copied."""
-    lines = set()
-    label = f"{r} {handout.rung_name(ROOT, r)}" if handout.is_track_rung(r) else f"stage {r}"
-    for path in files:
-        try:
-            stubbed = markers.render(handout.parse_file(ROOT, path), [r])
-            with open(os.path.join(submission, path), encoding="utf-8", errors="replace") as f:
-                theirs = f.read()
-        except (OSError, markers.MarkerError):
-            continue
-        code = "\n".join(l for l in theirs.splitlines() if not markers.STUB.match(l))  # not the STUB comments
-        left = set(todo_hints.TODO_CALL.findall(code))
-        for hint_id, message in todo_hints.TODO_CALL.findall(stubbed):
-            if (hint_id, message) in left:
-                lines.add(todo_hints.todo_line(ROOT, label, hint_id, message))
-    return sorted(lines)
-
-
-def grade_rung(args, r, folder, ctx):
-    """Every part of one rung: a list of reports.Part."""
-    cfg, pts = ctx["config"], ctx["config"]["points"]
-    name = f"{r} {folder.split('_', 1)[1]}"
-    P = lambda part, **kw: reports.Part(rung=name, part=part, max_score=pts[part], **kw)  # noqa: E731
-    built, build_log, compiled = ctx["built"][r]
-    if r in ctx["missing"]:
-        msg = "missing from the submission: " + ", ".join(ctx["missing"][r])
-        return [P(p, score=0, output=msg) for p in pts]
-    if not compiled:
-        msg = "does not compile:\n" + build_log
-        return [P(p, score=0, output=msg) for p in pts]
-    program = runs.stage_program(ctx["run_build"], folder)
-    rules = runs.grader_rules(cfg["rungs"].get(r, {}))
-    mark = len(ctx["jail"].loaded)  # the rule 5 lines of this rung's own runs come after it
-
-    # Static: integrity (the compiled objects) and technique (the SASS).
-    integrity = reference_integrity(ctx, r)
-    if not built:
-        msg = "does not link:\n" + build_log + ("\n" + "\n".join(integrity.lines()) if integrity.failed else "")
-        return [P(p, score=0, output=msg) for p in pts]
-    ok, lines = runs.technique(ROOT, ctx["build"], r)
-    if ctx["todos"].get(r):  # the failures below are the stub's own (its TODO printf uses local memory)
-        lines.insert(0, f"NOTE: rung {r} still holds {len(ctx['todos'][r])} stub(s) of the handout (the TODO "
-                        "lines of the public part): the checks below judge the stub's code, not yours")
-    bad = integrity.failed
-    lines += integrity.lines()
-    if bad:
-        lines.append("integrity failed: no correctness or sanitizer points, no timing")
-    technique = P("technique", score=pts["technique"] if ok and not bad else 0, output="\n".join(lines))
-    parts = [technique]
-
-    if not ctx["gpu"]:
-        why = ctx["gpu_why"]
-        for p in ("public", "hidden", "sanitizer", "performance"):
-            parts.append(P(p, score=0, skipped=True, output=why if why.startswith("skipped") else f"skipped: {why}"))
-        return parts
-
-    def sanitize(tool):  # the report keeps the last lines of a failure, the reason of a skip
-        status, out = runs.sanitizer(program, r, tool, args.timeout, rules)
-        if status in ("fail", "wrong"):
-            return status, "\n".join(out.splitlines()[-12:])
-        if status == "skipped":
-            return status, out.splitlines()[-1] if out else ""
-        return status, out
-
-    correctness, clean = runs.correctness_parts(
-        args, r, P, cfg, ctx["public"], ctx["hidden"], ctx["hidden_source"], ctx["secret"],
-        lambda case, seed, public: runs.run_case(program, r, case, seed, args.timeout, rules, show_output=public),
-        cfg["sanitizer_tools"], sanitize, bad, ctx["todos"].get(r, ()))
-    parts += correctness
-
-    # Performance: only for a correct, clean, honest rung.
-    perf_cfg = {**cfg["performance"], **cfg["rungs"].get(r, {}).get("performance", {})}
-    timing = cfg["rungs"].get(r, {}).get("timing")
-    untimed = f"rung {r} has no timing entry (\"grader\" in its rung.json)" if timing is None else ""
-    clean = clean and not ctx["jail"].findings_since(mark)
-    parts.append(runs.performance_gate(args, P, clean, lambda: performance(args, r, P, pts, ctx, timing, perf_cfg),
-                                       untimed))
-    return runs.loaded_library_verdict(parts, ctx["jail"].findings_since(mark))
-
-
-def performance(args, r, P, pts, ctx, timing, perf_cfg):
-    """The performance part of stage rung r: runs.timing of the student's grade_timing_NN and, in
-    an official run (ctx["reference"]), the reference build's, in separate processes, in
-    perf_cfg["rounds"] rounds (default 3)."""
-    log(f"rung {r}: timing ({timing['mode']} mode)")
-    reference = reference_timing_program(ctx["work"], r) if ctx["reference"] else None
-    part = P("performance", score=0, output="")
-    if reference and not os.path.isfile(reference):
-        part.skipped = True
-        part.output = "not scored: the reference solution's timing program did not build (the grading log says why)"
-        return part
-    status, data = runs.timing(ctx["build"], r, timing["mode"], timing.get("args", []), perf_cfg["reps"],
-                               perf_cfg["warmup"], args.timeout, reference=reference,
-                               rounds=perf_cfg.get("rounds", 3))
-    if status != "ok":
-        part.output = f"timing {status}: {data.get('first_mismatch') or data.get('error', '')}"
-        part.skipped = status == "skipped"
-    else:
-        s, fl = data["student"]["median_ms"], data["floor"]["median_ms"]
-        lines = [f"problem: {data.get('problem', '')}",
-                 f"your rung: {s:.4g} ms (median of {data['reps']} repetitions x {data['rounds']} round(s))",
-                 f"streaming-read floor: {fl:.4g} ms"]
-        if "uncovered_ms" in data:
-            lines.append(f"host wall time beyond the CUDA events: {data['uncovered_ms']:.3f} ms "
-                         f"(allowed {data['uncovered_allowance_ms']:.3f} ms)")
-        if s < perf_cfg["floor_slack"] * fl:
-            lines.append(f"VOID: faster than {perf_cfg['floor_slack']}x the memory floor allows: the rung cannot have read its input")
-        elif data.get("reference"):
-            ratio = data["ratio_to_reference"]
-            part.ratio = ratio
-            part.score = round(pts["performance"] * runs.score_perf(ratio, perf_cfg), 2)
-            lines.append(f"reference solution: {data['reference']['median_ms']:.4g} ms, in processes of its own; "
-                         f"ratio {ratio:.3g} (full credit at <= {perf_cfg['full_at']}x, none at >= {perf_cfg['zero_at']}x)")
-        else:
-            part.skipped = True
-            lines.append(f"not scored here: the reference solution is timed at official grading "
-                         f"({s / fl:.3g}x the floor now)")
-        part.output = "\n".join(lines)
-    return part
-
-
 def run(args):
     parts, meta, out_dir = grade(args)
     print(reports.write_all(parts, meta, out_dir))
@@ -456,13 +219,15 @@ def run(args):
 
 
 def grade(args):
-    """Grades args.submission; returns (parts, meta, output folder). Raises handout.HandoutError
-    (one line) for bad arguments or a missing tool, sandbox.SandboxError when official grading
-    cannot be sandboxed."""
+    """Grades args.submission; returns (parts, meta, output folder). One path for every rung,
+    stage or track: resolve the rungs, prepare the tree, build, then per rung (grade_rung)
+    integrity, technique, correctness, sanitizers, performance; then the report's meta. Raises
+    handout.HandoutError (one line) for bad arguments or a missing tool, sandbox.SandboxError
+    when official grading cannot be sandboxed."""
     handout.validate_grade_args(ROOT, args, tools=not getattr(args, "skip_tool_check", False))
     metadata = gradescope_metadata(args)
     args.reveal = args.reveal or due_date_passed(metadata)
-    config = load_config()
+    config = rungs.load_config(ROOT)
     secret = ""
     if args.secret_file:
         with open(args.secret_file, encoding="utf-8") as f:
@@ -470,28 +235,11 @@ def grade(args):
     # The secret leaves the environment at once: no process the grader starts inherits it.
     secret = secret or os.environ.get("LADDER_GRADER_SECRET", "")
     os.environ.pop("LADDER_GRADER_SECRET", None)
-    hidden_file = os.path.join(ROOT, "grader", "hidden", "hidden.problems")
-    official = bool(secret) and os.path.exists(hidden_file)
-    rungs = choose_rungs(args, official)
-    stage_rungs = [r for r in rungs if not handout.is_track_rung(r)]
-    track_rungs = [r for r in rungs if handout.is_track_rung(r)]
-    listed = [track.track_settings(config, name) for name in sorted({r.split("-")[0] for r in track_rungs})
-              if name in config.get("tracks", {})]
-    tracks = {t["program"]: t for t in listed}
-    if track_rungs:  # official: every graded ladder has its hidden problems here
-        official = bool(secret) and (os.path.exists(hidden_file) or not stage_rungs) and all(
-            os.path.exists(os.path.join(ROOT, t["hidden"])) for t in tracks.values())
-    folders = handout.stage_folders(ROOT)
-    unknown = [r for r in stage_rungs if r not in folders]
-    if unknown:
-        raise handout.HandoutError(f"unknown rung(s) {', '.join(unknown)}: this tree has stages {', '.join(sorted(folders))}")
-    _ship, _stubbed, declared = handout.plan(ROOT, rungs) if not is_handout(ROOT) else (None, None, _handout_declared())
-    if is_handout(ROOT) and any(r not in declared for r in rungs):
-        raise handout.HandoutError(f"rung(s) {', '.join(r for r in rungs if r not in declared)} are not assigned in this "
-                                   f"handout (it assigns {', '.join(sorted(declared))})")
-    declared = {r: declared.get(r, []) for r in rungs}
-    for r in track_rungs:
-        track.settings(config, r)  # a track without a rungs.json entry: say so before building
+    ids = choose_rungs(args, bool(secret) and os.path.exists(os.path.join(ROOT, rungs.HIDDEN_STAGES)))
+    official = bool(secret) and all(os.path.exists(os.path.join(ROOT, p)) for p in rungs.hidden_lists(config, ids))
+    declared = rungs.declared_files(ROOT, ids)
+    # Every rung resolved before anything is built: a track without its rungs.json entry stops here.
+    graded = rungs.resolve(ROOT, config, ids, declared, args.submission, official)
     isolation, iso_note = sandbox.choose(getattr(args, "isolation", "auto"), official)
     if isolation == "none":
         log(f"WARNING: practice grading without isolation{' (' + iso_note + ')' if iso_note else ''}: "
@@ -499,10 +247,54 @@ def grade(args):
     lease = sandbox.UidLease() if isolation != "none" else None
     uid = lease.uid if lease else os.geteuid()
     submission_id = submission_identity(args, metadata) if official else ""
+    work, grading_dir, out_dir = work_folders(args, isolation)
+    jail = runs.JAIL = runs.Jail(grading_dir, isolation, uid)
+    try:
+        jail.enable_audit()
+    except (RuntimeError, OSError) as e:  # integrity rule 5 needs the audit: official grading refuses without it
+        if official:
+            raise sandbox.SandboxError(f"{e}: official grading needs the load audit (integrity rule 5)")
+        log(f"WARNING: {e}: the libraries the programs load are not checked (integrity rule 5)")
+    reference = "" if handout.is_handout(ROOT) else ROOT  # the instructor's tree: its solutions are the reference
+    private = [reference, os.path.abspath(args.secret_file) if args.secret_file else "",
+               os.path.join(ROOT, "grader", "hidden"), build.reference_dir(work)]
+    if isolation == "bwrap":
+        sandbox.Sandbox(ro={jail.dirs[k]: jail.inside(k) for k in ("tree", "build")}, uid=uid).check_paths(private)
+    elif isolation == "user":
+        os.makedirs(build.reference_dir(work), exist_ok=True)
+        sandbox.make_private(uid, private)
+    log(f"grading rungs {', '.join(ids)} of {args.submission} in {grading_dir} "
+        f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'}; "
+        f"isolation: {sandbox.describe(isolation, uid, iso_note)})")
+    missing = prepare_tree(args, grading_dir, ids, declared)
+    references = build.reference(args, work, graded, ROOT) if reference else {}
+    built = build.student(args, jail, graded, ROOT)
+    ctx = {"config": config, "build": jail.dirs["build"], "run_build": jail.inside("build"), "jail": jail,
+           "missing": missing, "built": built, "root": ROOT, "reference": reference,
+           "reference_dir": build.reference_dir(work), "references": references,
+           "hidden_source": "hidden shapes" if official else "practice shapes",
+           "secret": seed_secret(secret, submission_id) if official else ""}
+    ctx["gpu"] = probe_gpus(args, graded, ctx)
+    parts = [p for rung in graded for p in grade_rung(args, rung, ctx)]
+    gpu = ctx["gpu"].values()
+    meta = {"rungs": ids, "official": official, "gpu": any(g for g, _ in gpu),
+            "gpu_why": next((w for g, w in gpu if not g), ""),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "reference": bool(reference), "reveal": args.reveal,
+            "isolation": isolation, "isolation_note": sandbox.describe(isolation, uid, iso_note),
+            "submission_id": submission_id}
+    if lease:
+        lease.release()
+    return parts, meta, out_dir
+
+
+def work_folders(args, isolation):
+    """(work folder, this grading's folder in it, the reports' folder), made and held
+    (hold_work). As root, the default work folder is under the system's temp folder: the
+    sandbox's uid must pass through every folder above the ones it uses, and root's home is
+    private. One default per instructor tree: two trees on one machine never share a
+    reference build."""
     root = os.geteuid() == 0
-    # As root, the default work folder is under the system's temp folder: the sandbox's uid must
-    # pass through every folder above the ones it uses, and root's home is private.
-    # One default per instructor tree: two trees on one machine never share a reference build.
     default_work = (os.path.join(tempfile.gettempdir(),
                                  "ladder-grade-" + hashlib.sha256(ROOT.encode()).hexdigest()[:12])
                     if root and isolation != "none" else os.path.join(ROOT, "build-grade"))
@@ -517,73 +309,58 @@ def grade(args):
     # The reports stay where the docs say, --work (default build-grade/), whatever folder the grading used.
     out_dir = os.path.abspath(args.out or args.work or os.path.join(ROOT, "build-grade"))
     os.makedirs(out_dir, exist_ok=True)
-    jail = runs.JAIL = runs.Jail(grading_dir, isolation, uid)
-    try:
-        jail.enable_audit()
-    except (RuntimeError, OSError) as e:  # integrity rule 5 needs the audit: official grading refuses without it
-        if official:
-            raise sandbox.SandboxError(f"{e}: official grading needs the load audit (integrity rule 5)")
-        log(f"WARNING: {e}: the libraries the programs load are not checked (integrity rule 5)")
-    private = [ROOT if not is_handout(ROOT) else "", os.path.abspath(args.secret_file) if args.secret_file else "",
-               os.path.join(ROOT, "grader", "hidden"), os.path.join(work, "reference-build")]
-    if isolation == "bwrap":
-        sandbox.Sandbox(ro={jail.dirs[k]: jail.inside(k) for k in ("tree", "build")}, uid=uid).check_paths(private)
-    elif isolation == "user":
-        os.makedirs(os.path.join(work, "reference-build"), exist_ok=True)
-        sandbox.make_private(uid, private)
-    reference = ROOT if not is_handout(ROOT) else ""
-    log(f"grading rungs {', '.join(rungs)} of {args.submission} in {grading_dir} "
-        f"({'official: hidden shapes, secret seed' if official else 'local: practice shapes, public seeds'}; "
-        f"isolation: {sandbox.describe(isolation, uid, iso_note)})")
-    missing = prepare_tree(args, grading_dir, rungs, declared)
-    tree, build_dir = jail.dirs["tree"], jail.dirs["build"]
-    ref_failed = reference_libraries(args, work, jail, stage_rungs) if reference and stage_rungs else {}
-    for r, why in ref_failed.items():
-        log(f"rung {r}: {why}")
-    built = build(args, jail, stage_rungs, folders, reference, track_rungs, declared, config)
-    todos = {r: stub_todos(r, declared[r], args.submission) for r in rungs}
-    ctx = {"config": config, "tree": tree, "build": build_dir, "run_build": jail.inside("build"), "jail": jail,
-           "todos": todos, "built": built, "missing": missing,
-           "public": problems.load(os.path.join(ROOT, "grader", "public.problems")),
-           "hidden": problems.load(hidden_file if official and stage_rungs else
-                                   os.path.join(ROOT, "grader", "practice.problems")),
-           "hidden_source": "hidden shapes" if official else "practice shapes",
-           "secret": seed_secret(secret, submission_id) if official else "",
-           "gpu": False, "gpu_why": "--skip-gpu" if args.skip_gpu else "",
-           "root": ROOT, "work": work, "reference": reference,
-           "track_public": {p: problems.load(os.path.join(ROOT, t["public"])) for p, t in tracks.items()},
-           "track_hidden": {p: problems.load(os.path.join(ROOT, t["hidden"] if official else t["practice"]))
-                            for p, t in tracks.items()},
-           "track_gpu": {p: (False, "--skip-gpu" if args.skip_gpu else "") for p in tracks}}
-    if not args.skip_gpu:
-        first = next((r for r in stage_rungs if built[r][0]), None)
-        if first is None:
-            ctx["gpu_why"] = "nothing compiled"
-        else:
-            ctx["gpu"], ctx["gpu_why"] = runs.gpu_available(runs.stage_program(ctx["run_build"], folders[first]), first)
-        for prog, t in tracks.items():
-            first = next((r for r in track_rungs
-                          if built[r][0] and track.settings(config, r)[0]["program"] == prog), None)
-            ctx["track_gpu"][prog] = (track.gpu_available(track.program(ctx["run_build"], t),
-                                                          track.settings(config, first)[1],
-                                                          t["probe"]) if first else (False, "nothing compiled"))
-    parts = []
-    for r in rungs:
-        parts.extend(track.grade_rung(args, r, ctx) if handout.is_track_rung(r)
-                     else grade_rung(args, r, folders[r], ctx))
-    if track_rungs and not stage_rungs:  # the report's GPU line: the track's program said
-        ctx["gpu"] = any(g for g, _ in ctx["track_gpu"].values())
-        ctx["gpu_why"] = next((w for g, w in ctx["track_gpu"].values() if not g), "")
-    meta = {"rungs": rungs, "official": official, "gpu": ctx["gpu"], "gpu_why": ctx["gpu_why"],
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "reference": bool(reference), "reveal": args.reveal,
-            "isolation": isolation, "isolation_note": sandbox.describe(isolation, uid, iso_note),
-            "submission_id": submission_id}
-    if lease:
-        lease.release()
-    return parts, meta, out_dir
+    return work, grading_dir, out_dir
 
 
-def _handout_declared():
-    with open(os.path.join(ROOT, handout.MANIFEST), encoding="utf-8") as f:
-        return json.load(f)["files"]
+def probe_gpus(args, graded, ctx):
+    """{ladder: (True, "") or (False, why)}: whether each ladder's program runs on a GPU here,
+    asked of its first rung that built (--skip-gpu: none is asked)."""
+    out = {}
+    for rung in graded:
+        if rung.ladder in out:
+            continue
+        first = next((r for r in graded if r.ladder == rung.ladder and ctx["built"][r.id][0]), None)
+        out[rung.ladder] = ((False, "--skip-gpu") if args.skip_gpu else (False, "nothing compiled") if first is None
+                            else programs.KINDS[first.kind](args, first, ctx).probe())
+    return out
+
+
+def grade_rung(args, rung, ctx):
+    """Every part of one rung, a stage or a track's (rungs.Rung): a list of reports.Part. The
+    kind's program (programs.KINDS) answers each step; the path and the rules are the same."""
+    cfg, pts = ctx["config"], ctx["config"]["points"]
+    P = lambda part, **kw: reports.Part(rung=rung.name, part=part, max_score=pts[part], **kw)  # noqa: E731
+    built, build_log, compiled = ctx["built"][rung.id]
+    if rung.id in ctx["missing"]:
+        msg = "missing from the submission: " + ", ".join(ctx["missing"][rung.id])
+        return [P(p, score=0, output=msg) for p in pts]
+    if not compiled:
+        return [P(p, score=0, output="does not compile:\n" + build_log) for p in pts]
+    program = programs.KINDS[rung.kind](args, rung, ctx)
+    mark = len(ctx["jail"].loaded)  # the rule 5 lines of this rung's own runs come after it
+
+    # Static: integrity (the compiled objects) and technique (the machine code).
+    report = program.integrity()
+    if not built:
+        msg = "does not link:\n" + build_log + ("\n" + "\n".join(report.lines()) if report.failed else "")
+        return [P(p, score=0, output=msg) for p in pts]
+    ok, lines = program.technique()
+    bad = report.failed
+    lines += report.lines()
+    if bad:
+        lines.append("integrity failed: no correctness or sanitizer points, no timing")
+    parts = [P("technique", score=pts["technique"] if ok and not bad else 0, output="\n".join(lines))]
+    gpu, why = ctx["gpu"][rung.ladder]
+    if not gpu:
+        for p in ("public", "hidden", "sanitizer", "performance"):
+            parts.append(P(p, score=0, skipped=True, output=why if why.startswith("skipped") else f"skipped: {why}"))
+        return parts
+
+    correctness, clean = runs.correctness_parts(
+        args, rung.id, P, cfg, rung.public, rung.hidden, ctx["hidden_source"], ctx["secret"], program.run_case,
+        rung.sanitizer_tools, program.sanitize, bad, rung.todos)
+    parts += correctness
+    # Performance: only for a correct, clean, honest rung.
+    clean = clean and not ctx["jail"].findings_since(mark)
+    parts.append(runs.performance_gate(args, P, clean, lambda: program.performance(P, pts), program.untimed()))
+    return runs.loaded_library_verdict(parts, ctx["jail"].findings_since(mark))

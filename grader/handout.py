@@ -25,7 +25,7 @@ import subprocess
 import textwrap
 import urllib.parse
 
-from . import integrity, markers, track_config
+from . import integrity, markers, problems
 
 # Paths (fnmatch globs, relative to the repository root) that a handout may contain. stages/ is
 # handled apart: the chosen rungs' folders, the earlier ones, and the lib files they include.
@@ -157,6 +157,11 @@ def track_rungs(root):
     return out
 
 
+def is_handout(root):
+    """Whether root is a handout (its assignment.json), not the instructor's tree."""
+    return os.path.exists(os.path.join(root, MANIFEST))
+
+
 def is_track_rung(rung):
     return "-" in rung
 
@@ -253,10 +258,10 @@ def plan(root, rungs, stub_needed=False):
                    if f.startswith(f"tracks/{track_folders(root)[t]}/")]
     if tracks:  # what the tracks share (tracks/shared/), read-only like common/
         track_files += [f for f in files if f.startswith("tracks/shared/")]
-    if tracks:  # the track's public problem lists (track_config.track_settings)
+    if tracks:  # the track's public problem lists (problems.track_settings)
         with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
             config = json.load(f)
-        track_files += [track_config.track_settings(config, t)[k] for t in tracks if t in config.get("tracks", {})
+        track_files += [problems.track_settings(config, t)[k] for t in tracks if t in config.get("tracks", {})
                         for k in ("public", "practice")]
     ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs + track_files \
         + profiles
@@ -440,7 +445,7 @@ def write_track_readme(root, out, manifest):
                      + " |" for r in rungs)
     numbers = ",".join(r.split("-")[1] for r in rungs)
     with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
-        t, _ = track_config.settings(json.load(f), rungs[0])
+        t, _ = problems.settings(json.load(f), rungs[0])
     about = t.get("readme", {})
     for key, value in {"{{RUNGS}}": ", ".join(rungs), "{{RUNG_TABLE}}": rows, "{{TRACK}}": name,
                        "{{TRACK_FOLDER}}": folder, "{{RUNG_NUMBERS}}": numbers, "{{FIRST_RUNG}}": rungs[0],
@@ -541,13 +546,13 @@ def check_handout(root, handout):
     with open(os.path.join(handout, MANIFEST), encoding="utf-8") as f:
         manifest = json.load(f)
     secrets = solution_lines(root, set(manifest["rungs"]), set(repo_files(handout)))
-    problems = []
+    found = []
     for path in repo_files(handout):
         if forbidden(path):
-            problems.append(f"{path}: instructor-only file")
+            found.append(f"{path}: instructor-only file")
             continue
         if (m := PROFILE_FILE.match(path)) and not os.path.isdir(os.path.join(handout, "stages", m.group(1))):
-            problems.append(f"{path}: the profile of a stage the handout does not hold (stages/{m.group(1)}/)")
+            found.append(f"{path}: the profile of a stage the handout does not hold (stages/{m.group(1)}/)")
             continue
         if not is_text(path):
             continue
@@ -559,12 +564,12 @@ def check_handout(root, handout):
         for number, line in enumerate(text.splitlines(), start=1):
             s = line.strip()
             if has_markers(path) and (markers.BEGIN_SOLUTION.match(line) or markers.END_SOLUTION.match(line)):
-                problems.append(f"{path}:{number}: a solution marker")
+                found.append(f"{path}:{number}: a solution marker")
             for form in forms(line):
                 if form in secrets:
-                    problems.append(f"{path}:{number}: solution line (from {secrets[form]}): {s[:80]}")
+                    found.append(f"{path}:{number}: solution line (from {secrets[form]}): {s[:80]}")
                     break
-    return problems
+    return found
 
 
 # Links in Markdown: [text](target "title") and ![alt](target), whose text may wrap but not span
@@ -674,17 +679,17 @@ def markdown_texts(folder):
 def unresolved_links(handout):
     """Every relative link of the handout's Markdown whose file or folder it does not hold, as
     "path:line: link to TARGET ..." (empty: every link resolves)."""
-    problems = []
+    found = []
     for path, text in markdown_texts(handout):
         def check(target, offset):
             p, _ = link_path(path, target)
             if p is None or not os.path.exists(os.path.join(handout, p)):
-                problems.append(f"{path}:{text.count(chr(10), 0, offset) + 1}: link to {target}: "
+                found.append(f"{path}:{text.count(chr(10), 0, offset) + 1}: link to {target}: "
                                 + ("outside the repository" if p is None else "not in the handout"))
             return target
 
         edit_links(text, check)
-    return problems
+    return found
 
 
 def relink(root, out, stubbed, repo_url=""):

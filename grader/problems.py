@@ -1,6 +1,10 @@
-"""Problem lists of the grader (public.problems, practice.problems, hidden/hidden.problems): one
-problem per line as options of the ladder program, `#` comments, `@category NAME` lines that
-group the lines after them. Seeds are not written in the files: seed_for() derives each case's."""
+"""The grader's problems: the lists of cases (public.problems, practice.problems,
+hidden/hidden.problems, a track's grader/TRACK_*.problems), one problem per line as options of
+the ladder program, `#` comments, `@category NAME` lines that group the lines after them; seeds
+are not written in the files: seed_for() derives each case's. And the per-track table
+(track_settings, report_settings): which program a track's rungs run in, its libraries, problem
+lists and how its JSON report is read. Everything per problem is data here, so the grading path
+(grade.py) is one for every ladder."""
 import hashlib
 import shlex
 from dataclasses import dataclass
@@ -48,3 +52,41 @@ def seed_for(public_seed, secret, case):
     secret for the official one; 31 bits, as the ladder's --seed takes any unsigned value."""
     text = f"{public_seed}:{secret}:{case.category}:{case.index}"
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+# ---- a track's settings (grader/rungs.json "tracks") ---------------------------------------------
+# What follows from a track's name unless rungs.json says otherwise ({t}: the track).
+DEFAULTS = {"program": "{t}_ladder", "library": "{t}_track", "host_library": "{t}_host",
+            "public": "grader/{t}_public.problems", "practice": "grader/{t}_practice.problems",
+            "hidden": "grader/hidden/{t}_hidden.problems"}
+
+
+def track_settings(config, track):
+    """The track's section of rungs.json over DEFAULTS. Raises ValueError for a track without one."""
+    tracks = config.get("tracks", {})
+    if track not in tracks:
+        raise ValueError(f"grader/rungs.json has no \"tracks\" entry for track {track}")
+    return {**{k: v.format(t=track) for k, v in DEFAULTS.items()}, **tracks[track]}
+
+
+def settings(config, rung):
+    """(the track's settings (track_settings), the rung's number) for TRACK-NN."""
+    track, number = rung.split("-")
+    try:
+        return track_settings(config, track), number
+    except ValueError as e:
+        raise ValueError(f"rung {rung}: {e}") from None
+
+
+# How a track's program reports a rung: "check", the key of a rung entry's agreement with the
+# oracle; "floors", the section of the report's "floors" timed against (None: flat floors);
+# "direction", the entry taken where a rung reports two passes; "floors_about", the floors line.
+DEFAULT_REPORT = {"check": "vs_oracle", "floors": None, "direction": None,
+                  "floors_about": {"memory": "read x, write the output: measured",
+                                   "compute": "the convolution at the FP32 peak"}}
+
+
+def report_settings(t, number):
+    """How the track's program reports rung `number`: DEFAULT_REPORT (p38_ladder's), updated by
+    the track's "report" and then the rung's own."""
+    return {**DEFAULT_REPORT, **t.get("report", {}), **t.get("rungs", {}).get(number, {}).get("report", {})}

@@ -1,7 +1,7 @@
 """Running the built programs for the grader: correctness cases, compute-sanitizer, the SASS and
 integrity checks (the rules of the latter in integrity.py), and the interleaved timing. Each
-returns plain data; grade.py scores it. correctness_parts and performance_gate are the scoring
-the stages (grade.py) and the tracks (track.py) share."""
+returns plain data; programs.Stage scores a stage's. correctness_parts and performance_gate are
+the scoring every rung shares (grade.grade_rung), stage or track."""
 import array
 import collections
 import contextlib
@@ -42,7 +42,7 @@ class Jail:
     """Where one grading's student code is built and run: a grading folder (mode 0711: passable,
     not listable) with tree/ (the handout and the submission's declared files), build/, io/ (one
     fresh folder per run, for its report) and tmp/ (the 'user' isolation's private temporary
-    folder). The reference solution is never here (grade.reference_libraries).
+    folder). The reference solution is never here (build.reference).
     `isolation` (sandbox.py): bwrap, where tree/, build/ and io/ appear as /grade/<name>, build/
     writable only while building and io/ only to its run; user, where the same folders keep their
     paths and belong to the grading's uid; none (practice grading), where the programs run as the
@@ -184,16 +184,6 @@ def student_env():
     return {k: v for k, v in os.environ.items() if k != "LADDER_GRADER_SECRET"}
 
 
-def stage_program(build, folder):
-    return os.path.join(build, f"stage_{folder}")
-
-
-def grader_rules(rung_cfg):
-    """The options of the grader's rules for a stage rung (rungs.json): the precision it is
-    checked at, a second run on refilled buffers, and for TF32 rungs inputs between TF32 values."""
-    return ["--check-precision", rung_cfg.get("precision", "fp32"), "--refill-check"]
-
-
 def _gpu_key():
     """This grading's GPU (CUDA_VISIBLE_DEVICES, "all" when unset), safe in a file name: the key
     of the per-GPU lock file."""
@@ -232,7 +222,7 @@ def gpu_turn():
 
 def run_case(program, stage_id, case, seed, timeout, rules=(), show_output=False):
     """Runs one correctness case (two runs on one workspace, then a third on the same buffers
-    refilled with other values; all checked, rules: grader_rules). Returns (status, detail);
+    refilled with other values; all checked, rules: rungs.grader_rules). Returns (status, detail);
     status: pass, fail, error, timeout, skipped (no GPU). show_output: a failing run's detail
     may end with an excerpt of its error output (public cases only)."""
     jail = current_jail()

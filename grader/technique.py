@@ -36,7 +36,7 @@ Command line (scripts/check_sass.sh calls it; LADDER_SASS_STAGES="03 p38-03" pic
   python3 -m grader.technique --check BUILD               every GPU stage has a "sass" entry in its rung.json
   python3 -m grader.technique --sass FILE RUNG            a saved disassembly, RUNG a stage name
                                                           or a track rung id (the tests)
-Prints one PASS/FAIL line per check; exits 1 when one fails. grader/track.py calls
+Prints one PASS/FAIL line per check; exits 1 when one fails. grader/programs.py calls
 check_track(object, rung) for a track rung.
 """
 import collections
@@ -452,7 +452,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGE_RULES = stage_rules(ROOT)
 
 # Track rungs, by id, from the rung.json in each rung's folder; each is checked on its own
-# object (grader/track.py).
+# object (grader/programs.py).
 TRACK_RULES = {rung: rules_of(meta["sass"]) for rung, meta in rung_meta.track_rungs(ROOT).items() if "sass" in meta}
 
 # ---- applying them ----------------------------------------------------------------------------
@@ -527,7 +527,7 @@ def local_memory(functions, label, strict_arch):
 
 def check_track(obj, rung, cuobjdump=None):
     """(passed, lines) for track rung `rung` (p38-03) on its object: the interface of
-    grader/track.py."""
+    grader/programs.py."""
     rules = TRACK_RULES.get(rung)
     if rules is None:
         return False, [f"FAIL: rung {rung}: no technique rules (\"sass\" in the rung.json of its folder)"]

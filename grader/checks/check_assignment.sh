@@ -58,14 +58,14 @@ cmake -S "$work/$track-handout" -B "$work/$track-handout-build" -G Ninja -DLADDE
 # be a shared header, tracks/p74_backward/device/reduce.cuh): the whole track builds in the selftest.
 objects=$(python3 - "$work/$track-handout" <<'EOF'
 import json, os, sys
-from grader import handout, track  # the current folder, the root, is on sys.path
+from grader import handout, problems, rungs  # the current folder, the root, is on sys.path
 root = sys.argv[1]
 with open(os.path.join(root, handout.MANIFEST)) as f:
     files = json.load(f)["files"]
 with open(os.path.join(root, "grader", "rungs.json")) as f:
     config = json.load(f)
 own = handout.track_rungs(root)  # the rung's own file: tracks/TRACK_x/rungs/NN_y/y.cu
-print(" ".join(sorted({track.object_target(track.settings(config, r)[0], p) for r, paths in files.items()
+print(" ".join(sorted({rungs.object_target(problems.settings(config, r)[0], p) for r, paths in files.items()
                        for p in paths + [own[r]] if p.endswith((".cu", ".cpp"))})))
 EOF
 )

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.dont_write_bytecode = True  # leave no __pycache__ in grader/
 sys.path.insert(0, ROOT)  # the packages' root: this test is an entry point
 
-from grader import grade, handout, integrity, markers, problems, reports, rung_meta, runs, sandbox, selftest, technique, todo_hints, track  # noqa: E402
+from grader import build, grade, handout, integrity, markers, problems, programs, reports, rung_meta, rungs, runs, sandbox, selftest, technique, todo_hints, track  # noqa: E402
 
 ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
 
@@ -333,11 +333,11 @@ class HandoutTest(HandoutCase):
                 self.assertIn(hint_id, todo_hints.hints_in(self.read(chapter)), f"{path}: {hint_id}")
                 self.assertLessEqual(len(what), todo_hints.MAX_LINE)
         self.assertGreaterEqual(stubs, 4)
-        with mock.patch.object(grade, "ROOT", ROOT):
-            self.assertEqual(grade.stub_todos("03", ["stages/03_shared_tree/shared_tree.cu"], self.out),
-                             ["TODO(stage 03): pool_shared_tree: the loads, a tree in shared memory, one atomicAdd "
-                              '[hint 03.1: "TODO hints" in stages/03_shared_tree/README.md]'])
-            self.assertEqual(grade.stub_todos("03", ["stages/03_shared_tree/shared_tree.cu"], ROOT), [])  # solved
+        files = ["stages/03_shared_tree/shared_tree.cu"]
+        self.assertEqual(rungs.stub_todos(ROOT, "03", "stage 03", files, self.out),
+                         ["TODO(stage 03): pool_shared_tree: the loads, a tree in shared memory, one atomicAdd "
+                          '[hint 03.1: "TODO hints" in stages/03_shared_tree/README.md]'])
+        self.assertEqual(rungs.stub_todos(ROOT, "03", "stage 03", files, ROOT), [])  # solved
 
     def test_check_handout_clean(self):
         p = cli("check-handout", self.out)
@@ -486,12 +486,12 @@ class TrackHandoutTest(HandoutCase):
 
     def test_refusals(self):
         fresh = os.path.join(self.tmp, "fresh")
-        for rungs, message in (("03,p38-03", "one handout holds one ladder"),
-                               ("p38-09", "no rung p38-09: the track's rungs are p38-00, p38-01"),
-                               ("p39-03", "no rung p39-03: no track p39 (tracks: p38"),
-                               ("p38-00", "rung p38-00 (tracks/p38_spatial_softmax/rungs/00_cpu_reference/) has no solution regions")):
-            with self.subTest(rungs):
-                p = cli("handout", "--rungs", rungs, "--out", fresh)
+        for ids, message in (("03,p38-03", "one handout holds one ladder"),
+                             ("p38-09", "no rung p38-09: the track's rungs are p38-00, p38-01"),
+                             ("p39-03", "no rung p39-03: no track p39 (tracks: p38"),
+                             ("p38-00", "rung p38-00 (tracks/p38_spatial_softmax/rungs/00_cpu_reference/) has no solution regions")):
+            with self.subTest(ids):
+                p = cli("handout", "--rungs", ids, "--out", fresh)
                 self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
                 self.assertIn(message, p.stderr)
                 self.assertFalse(os.path.exists(fresh))
@@ -603,7 +603,7 @@ class ProblemsTest(unittest.TestCase):
         with open(os.path.join(grader, "rungs.json"), encoding="utf-8") as f:
             config = json.load(f)
         for name in config["tracks"]:
-            t = track.track_settings(config, name)
+            t = problems.track_settings(config, name)
             with self.subTest(track=name):
                 self.assertGreater(len(problems.load(os.path.join(ROOT, t["public"]))), 0)
                 practice = {c.category for c in problems.load(os.path.join(ROOT, t["practice"]))}
@@ -805,8 +805,8 @@ SASS = """\
 
 
 class TrackGradeTest(unittest.TestCase):
-    """grader/track.py's CPU half: a case's verdict from the program's report, the timing rounds,
-    the SASS checks, the integrity rules of a track's rung."""
+    """A track rung's CPU half (grader/track.py, problems.py): a case's verdict from the program's
+    report, the timing rounds, the SASS checks, the integrity rules of a track's rung."""
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ta_")
@@ -825,7 +825,7 @@ class TrackGradeTest(unittest.TestCase):
         self.assertEqual(status, "fail")
         self.assertIn("worst error 3.5x the tolerance", detail)
         # A closed channel: what the program prints never reaches the detail (the TODO lines come
-        # from the grader's reading of the stub markers, grade.stub_todos).
+        # from the grader's reading of the stub markers, rungs.stub_todos).
         self.assertNotIn("TODO", self.case("todo")[1])
         status, detail = self.case("throw")  # a host stub's exception: the runner's note
         self.assertEqual(status, "error")
@@ -836,19 +836,19 @@ class TrackGradeTest(unittest.TestCase):
         os.environ["FAKE_P38"] = "pass"
         args = argparse.Namespace(timeout=60)
         cfg = {"reps": 20, "warmup": 2, "rounds": 3}
-        status, data = track.timing(args, {"reference": ""}, self.prog, {"program": "p38_ladder"}, "03",
-                                    cfg, {"args": ["--batch", "8"]})
+        rep = problems.report_settings({"program": "p38_ladder"}, "03")
+        status, data = track.timing(args, [("student", self.prog)], rep, "03", cfg, {"args": ["--batch", "8"]})
         self.assertEqual(status, "ok", data)
         self.assertEqual((data["student_ms"], data["rounds"], data["memory_floor_ms"]), (2.0, 1, 1.0))
         self.assertNotIn("reference_ms", data)
         os.environ["FAKE_P38"] = "fail"
-        self.assertEqual(track.timing(args, {"reference": ""}, self.prog, {}, "03", cfg, {})[0], "mismatch")
+        self.assertEqual(track.timing(args, [("student", self.prog)], rep, "03", cfg, {})[0], "mismatch")
 
     def p74_case(self, mode, rung="06"):
         prog = write(os.path.join(self.tmp, "p74_ladder"), "#!" + sys.executable + "\n" + FAKE_P74)
         os.chmod(prog, 0o755)
         os.environ["FAKE_P74"] = mode
-        rep = track.report_settings({"report": {"check": "check", "floors": "backward", "direction": "backward"}}, rung)
+        rep = problems.report_settings({"report": {"check": "check", "floors": "backward", "direction": "backward"}}, rung)
         return prog, rep, track.run_case(prog, rung, problems.Case("c", 0, ["--batch", "1"], ""), 7, 60, rep)
 
     def test_p74_report(self):
@@ -865,31 +865,31 @@ class TrackGradeTest(unittest.TestCase):
         self.assertIn("not checked against the oracle (unchecked: the backward exceeds", detail)
         prog, rep, _ = self.p74_case("pass", "00")
         t = {"program": "p74_ladder", "report": {"check": "check", "floors": "backward", "direction": "backward"}}
-        status, data = track.timing(argparse.Namespace(timeout=60), {"reference": ""}, prog, t, "00",
-                                    {"reps": 20, "warmup": 2, "rounds": 3}, {"args": []})
+        status, data = track.timing(argparse.Namespace(timeout=60), [("student", prog)], problems.report_settings(t, "00"),
+                                    "00", {"reps": 20, "warmup": 2, "rounds": 3}, {"args": []})
         self.assertEqual(status, "ok", data)
         self.assertEqual((data["student_ms"], data["memory_floor_ms"], data["compute_floor_ms"]), (3.0, 1.5, 0.25))
-        self.assertEqual(track.report_settings({}, "03"), track.DEFAULT_REPORT)  # p38_ladder's, unchanged
+        self.assertEqual(problems.report_settings({}, "03"), problems.DEFAULT_REPORT)  # p38_ladder's, unchanged
         rung_own = {"report": {"check": "check"}, "rungs": {"01": {"report": {"direction": "forward"}}}}
-        self.assertEqual((track.report_settings(rung_own, "01")["direction"], track.report_settings(rung_own, "06")["direction"]),
+        self.assertEqual((problems.report_settings(rung_own, "01")["direction"], problems.report_settings(rung_own, "06")["direction"]),
                          ("forward", None))
 
     def test_settings(self):
         config = {"tracks": {"p38": {"probe": ["--batch", "1"]}, "p9": {"program": "p9_main", "needs": ["p38"]}}}
-        t, number = track.settings(config, "p38-05")  # what the track's name gives, where rungs.json is silent
+        t, number = problems.settings(config, "p38-05")  # what the track's name gives, where rungs.json is silent
         self.assertEqual((t, number), ({"program": "p38_ladder", "library": "p38_track", "host_library": "p38_host",
                                         "public": "grader/p38_public.problems",
                                         "practice": "grader/p38_practice.problems",
                                         "hidden": "grader/hidden/p38_hidden.problems", "probe": ["--batch", "1"]}, "05"))
-        t, _ = track.settings(config, "p9-01")
+        t, _ = problems.settings(config, "p9-01")
         self.assertEqual((t["program"], t["library"], t["needs"]), ("p9_main", "p9_track", ["p38"]))
         with self.assertRaisesRegex(ValueError, "no \"tracks\" entry for track p39"):
-            track.settings(config, "p39-01")
+            problems.settings(config, "p39-01")
         with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
             config = rung_meta.with_rung_settings(json.load(f), ROOT)  # each rung's rung.json
         for rung in handout.track_rungs(ROOT):  # every rung with regions has its grading entry
             if any(rung in o for o in handout.owners_in(ROOT, [handout.track_rungs(ROOT)[rung]]).values()):
-                t, number = track.settings(config, rung)
+                t, number = problems.settings(config, rung)
                 self.assertIn("timing", t["rungs"][number], rung)
                 self.assertTrue(technique.TRACK_RULES.get(rung), rung)  # its technique rules
 
@@ -914,7 +914,7 @@ class TrackGradeTest(unittest.TestCase):
         self.assertEqual(track.sanitizer(None, self.prog, "03", "memcheck", [["--batch", "1"]], 1)[0], "skipped")
 
     def test_sass_checks(self):
-        # track.py hands the rung's object to grader/technique.py (grader/tests/test_technique.py tests
+        # programs.Track hands the rung's object to grader/technique.py (grader/tests/test_technique.py tests
         # the rules themselves); here: the interface, with a cuobjdump that prints SASS.
         obj = write(os.path.join(self.tmp, "r.o"), "")
         fake = write(os.path.join(self.tmp, "bin", "cuobjdump"), "#!/bin/sh\ncat " + shlex.quote(
@@ -1539,43 +1539,97 @@ class StageTimingTest(unittest.TestCase):
         self.assertEqual(os.stat(os.path.join(folder, "seed-0")).st_mode & 0o777, 0o644)
 
     def test_the_students_build_holds_no_reference(self):
-        """grade.build configures the student's build without any reference option, and
-        reference_libraries builds the reference's programs in a private folder (mode 0700), and
+        """build.student configures the student's build without any reference option, and
+        build.reference builds the reference's programs in a private folder (mode 0700), and
         an older build's program never stands in for one that now fails."""
         jail = runs.Jail(os.path.join(self.tmp, "grading"), "none")
         commands = []
 
-        def build(argv):
+        def fake_build(argv):
             commands.append(argv)
             return subprocess.CompletedProcess(argv, 0, "", "")
-        jail.build = build
+        jail.build = fake_build
         args = argparse.Namespace(cuda_architectures="90", jobs=1)
-        with mock.patch.object(grade, "log"):
-            grade.build(args, jail, ["03"], {"03": "03_shared_tree"}, grade.ROOT or ROOT)
+        with open(os.path.join(ROOT, "grader", "rungs.json"), encoding="utf-8") as f:
+            config = rung_meta.with_rung_settings(json.load(f), ROOT)
+        rung = rungs.resolve(ROOT, config, ["03"], {"03": []}, ROOT, False)
+        with mock.patch.object(build, "log"):
+            build.student(args, jail, rung, ROOT)
         self.assertFalse([a for a in commands[0] if "REFERENCE" in a], commands[0])
         work = os.path.join(self.tmp, "work")
-        stale = write(grade.reference_timing_program(work, "03"), "an older build's program")
-        with mock.patch.object(grade.subprocess, "run", return_value=subprocess.CompletedProcess([], 0, "", "")), \
-                mock.patch.object(grade, "ROOT", ROOT):
-            failed = grade.reference_libraries(args, work, jail, ["03"])
-        self.assertEqual(list(failed), ["03"])  # the mock built nothing, and the old program is gone
+        stale = write(os.path.join(build.reference_dir(work), "grade_timing_03"), "an older build's program")
+        with mock.patch.object(build.subprocess, "run", return_value=subprocess.CompletedProcess([], 0, "", "")), \
+                mock.patch.object(build, "log"):
+            refs = build.reference(args, work, rung, ROOT)
+        self.assertEqual(refs["03"][0], None)  # the mock built nothing, and the old program is gone
         self.assertFalse(os.path.exists(stale))
-        self.assertEqual(os.stat(grade.reference_build_dir(work)).st_mode & 0o777, 0o700)
+        self.assertEqual(os.stat(build.reference_dir(work)).st_mode & 0o777, 0o700)
         self.assertEqual(sorted(os.listdir(jail.grading)), ["build", "io", "tmp", "tree"])  # no reference there
 
     def test_integrity_reads_the_reference_build(self):
         """Rule 2e against the reference build's own stage object, read by the grader."""
         weak = ("namespace ladder { __attribute__((noinline)) inline int twice(int x) { return 2 * x; }\n"
                 "const int* stage_42_descriptor() { static int v = twice(1); return &v; } }\n")
-        build, work = os.path.join(self.tmp, "build"), os.path.join(self.tmp, "work")
-        compile_object(build, "CMakeFiles/stage_42.dir", "stage", weak)
-        ctx = {"build": build, "work": work, "reference": ROOT}
-        self.assertTrue(grade.reference_integrity(ctx, "42").failed)  # no reference objects: rule 2e fails it
-        compile_object(os.path.join(work, "reference-build"), "CMakeFiles/stage_42.dir/stages", "ref", weak)
-        report = grade.reference_integrity(ctx, "42")
+        objects, work = os.path.join(self.tmp, "build"), os.path.join(self.tmp, "work")
+        compile_object(objects, "CMakeFiles/stage_42.dir", "stage", weak)
+        ref = os.path.join(work, "reference-build")
+        self.assertTrue(programs.reference_integrity(objects, ref, "42").failed)  # no reference objects: rule 2e fails it
+        compile_object(ref, "CMakeFiles/stage_42.dir/stages", "ref", weak)
+        report = programs.reference_integrity(objects, ref, "42")
         self.assertEqual(report.findings, [], report.lines())
         self.assertTrue(report.reference)
-        self.assertTrue(grade.reference_integrity({**ctx, "reference": ""}, "42").failed)  # a handout: none
+        self.assertTrue(programs.reference_integrity(objects, "", "42").failed)  # a handout: none
+
+
+class RungRecordTest(unittest.TestCase):
+    """grader/rungs.py resolves a stage and a track's rung into one record; grader/build.py builds
+    both from it: the given libraries once, each rung's objects, each program once, and a track
+    rung that does not compile replaced by its stub in the grading tree so the others still link."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ta_")
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.config = rungs.load_config(ROOT)
+
+    def resolve(self, ids):
+        return rungs.resolve(ROOT, self.config, ids, rungs.declared_files(ROOT, ids), ROOT, False)
+
+    def test_a_stage_and_a_track_rung(self):
+        stage, = self.resolve(["03"])
+        self.assertEqual((stage.kind, stage.ladder, stage.name, stage.program, stage.compile, stage.link,
+                          stage.reference_target, stage.shared_program),
+                         ("stage", "", "03 shared_tree", "stage_03_shared_tree", ["stage_03"],
+                          ["stage_03_shared_tree", "grade_timing_03"], "grade_timing_03", False))
+        self.assertEqual(stage.rules, ["--check-precision", "fp32", "--refill-check"])
+        self.assertEqual(stage.todos, [])  # the tree is its own (solved) submission
+        rung, = self.resolve(["p38-05"])
+        source = handout.track_rungs(ROOT)["p38-05"]
+        self.assertEqual((rung.kind, rung.ladder, rung.number, rung.program, rung.compile, rung.link, rung.carriers),
+                         ("track", "p38", "05", "p38_ladder", [f"CMakeFiles/p38_track.dir/{source}.o"], ["p38_ladder"],
+                          ["07"]))
+        self.assertEqual(rung.report, problems.report_settings(rung.settings, "05"))
+        self.assertEqual(rung.hidden, problems.load(os.path.join(ROOT, "grader", "p38_practice.problems")))
+        with self.assertRaisesRegex(handout.HandoutError, "unknown rung"):
+            rungs.declared_files(ROOT, ["99"])
+
+    def test_build_stubs_a_broken_track_rung(self):
+        graded = self.resolve(["p38-03", "p38-04"])
+        jail = runs.Jail(os.path.join(self.tmp, "grading"), "none")
+        broken = graded[0].files[0]
+        write(os.path.join(jail.dirs["tree"], broken), "does not compile")
+        commands = []
+
+        def fake_build(argv):
+            commands.append(argv[argv.index("--target") + 1:] if "--target" in argv else "configure")
+            fails = graded[0].compile[0] in argv
+            return subprocess.CompletedProcess(argv, 1 if fails else 0, "", "error: no" if fails else "")
+        jail.build = fake_build
+        with mock.patch.object(build, "log"):
+            built = build.student(argparse.Namespace(cuda_architectures="", jobs=1), jail, graded, ROOT)
+        self.assertEqual(commands, ["configure", graded[0].given, graded[0].compile, graded[1].compile, ["p38_ladder"]])
+        self.assertEqual(built, {"p38-03": (False, "error: no", False), "p38-04": (True, "", True)})
+        with open(os.path.join(jail.dirs["tree"], broken), encoding="utf-8") as f:
+            self.assertIn('ladder_todo("', f.read())  # the handout's stub, in the grading tree only
 
 
 if __name__ == "__main__":
