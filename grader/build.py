@@ -2,6 +2,7 @@
 (this tree, the instructor's, as the grader, in WORK/reference-build). Both take each rung's
 targets from its record (rungs.Rung), whatever its ladder."""
 import os
+import shutil
 import subprocess
 
 from . import handout, markers
@@ -76,6 +77,8 @@ def reference(args, work, rungs, root):
     student's build nor their programs can read the reference's sources or objects. Returns
     {rung id: (program path, "") or (None, why)}."""
     build_dir = reference_dir(work)
+    if configured_from_elsewhere(build_dir, root):  # CMake refuses it; every timing would fail
+        shutil.rmtree(build_dir)
     os.makedirs(build_dir, exist_ok=True)
     os.chmod(build_dir, 0o700)
     stages = [r.id for r in rungs if r.kind == "stage"]
@@ -92,6 +95,20 @@ def reference(args, work, rungs, root):
         if built[r.reference_target][0] is None:
             log(f"rung {r.id}: {built[r.reference_target][1]}")
     return {r.id: built[r.reference_target] for r in rungs}
+
+
+def configured_from_elsewhere(build_dir, root):
+    """Whether build_dir holds a CMake cache of another source tree (the instructor's checkout
+    moved, or a copy graded with --reuse-work), which CMake would refuse to reconfigure."""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    home = line.split("=", 1)[1].strip()
+                    return os.path.realpath(home) != os.path.realpath(root)
+    except OSError:
+        return False
+    return False
 
 
 def _reference_program(args, build_dir, r):

@@ -1594,6 +1594,19 @@ class RungRecordTest(unittest.TestCase):
     def resolve(self, ids):
         return rungs.resolve(ROOT, self.config, ids, rungs.declared_files(ROOT, ids), ROOT, False)
 
+    def test_a_reference_build_of_another_tree_is_made_again(self):
+        """A reference build folder configured from another checkout (the tree moved, or a copy
+        graded with --reuse-work) would make CMake refuse, and every rung's timing fail: it is
+        recognized, so reference() starts it afresh."""
+        build_dir = os.path.join(self.tmp, "reference-build")
+        self.assertFalse(build.configured_from_elsewhere(build_dir, ROOT))  # none yet
+        os.makedirs(build_dir)
+        cache = os.path.join(build_dir, "CMakeCache.txt")
+        for home, elsewhere in ((ROOT, False), (os.path.join(self.tmp, "old-copy"), True)):
+            with open(cache, "w") as f:
+                f.write(f"CMAKE_CACHEFILE_DIR:INTERNAL={build_dir}\nCMAKE_HOME_DIRECTORY:INTERNAL={home}\n")
+            self.assertEqual(build.configured_from_elsewhere(build_dir, ROOT), elsewhere, home)
+
     def test_a_stage_and_a_track_rung(self):
         stage, = self.resolve(["03"])
         self.assertEqual((stage.kind, stage.ladder, stage.name, stage.program, stage.compile, stage.link,

@@ -322,7 +322,10 @@ TrackReport run_track(const Problem74& p, const TrackOptions& opt) {
   BackwardModel bwd{{p, opt, in, g.get(), report}, grad_out, fwd.saved.get()};
   std::unique_ptr<Saved> fallback;
   if (!backward_rungs.empty() && !bwd.saved && state.lost == cudaSuccess) {
-    const Rung& f = named_forward ? *named_forward : find_rung(gpu ? "03" : "00");
+    // The default's id as a named string: GCC 13 takes a reference returned by a call on a
+    // temporary argument for a dangling one (-Wdangling-reference).
+    const std::string default_forward = gpu ? "03" : "00";
+    const Rung& f = named_forward ? *named_forward : find_rung(default_forward);
     const std::string why = why_skipped(fwd, f, !f.is_cpu(), forward_loop, state);
     say(opt, "saved state for the backward from rung " + f.label() + " (run once, untimed)");
     try {
