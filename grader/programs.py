@@ -37,6 +37,12 @@ def reference_integrity(build, reference_dir, r):
     return integrity.check_objects(report, r, references)
 
 
+def score_ratio(part, ratio, pts, perf):
+    """Scores `part` on its time's ratio to the reference's or the floor (runs.score_perf)."""
+    part.ratio = ratio
+    part.score = round(pts["performance"] * runs.score_perf(ratio, perf), 2)
+
+
 class _Program:
     """A rung's program in the student's build (as the jail sees it) and, in an official run,
     its reference (build.reference: (path, "") or (None, why); None without a reference)."""
@@ -114,8 +120,7 @@ class Stage(_Program):
             lines.append(f"VOID: faster than {perf['floor_slack']}x the memory floor allows: the rung cannot have read its input")
         elif data.get("reference"):
             ratio = data["ratio_to_reference"]
-            part.ratio = ratio
-            part.score = round(pts["performance"] * runs.score_perf(ratio, perf), 2)
+            score_ratio(part, ratio, pts, perf)
             lines.append(f"reference solution: {data['reference']['median_ms']:.4g} ms, in processes of its own; "
                          f"ratio {ratio:.3g} (full credit at <= {perf['full_at']}x, none at >= {perf['zero_at']}x)")
         else:
@@ -191,12 +196,10 @@ class Track(_Program):
             lines.append(f"VOID: faster than {perf['floor_slack']}x the memory floor allows: the rung cannot have "
                          "written its output")
         elif mode == "floor" and floor > 0:
-            part.ratio = s / floor
-            part.score = round(pts["performance"] * runs.score_perf(part.ratio, perf), 2)
+            score_ratio(part, s / floor, pts, perf)
             lines.append(f"full credit at <= {perf['full_at']}x the floor, none at >= {perf['zero_at']}x")
         elif "reference_ms" in data:
-            part.ratio = s / data["reference_ms"]
-            part.score = round(pts["performance"] * runs.score_perf(part.ratio, perf), 2)
+            score_ratio(part, s / data["reference_ms"], pts, perf)
             lines.append(f"reference solution: {data['reference_ms']:.4g} ms; ratio {part.ratio:.3g} "
                          f"(full credit at <= {perf['full_at']}x, none at >= {perf['zero_at']}x)")
         else:

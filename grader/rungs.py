@@ -140,7 +140,7 @@ def resolve(root, config, ids, declared, submission, official):
             name = f"{r} {handout.rung_name(root, r)}"
             rung = Rung(
                 id=r, kind="track", ladder=r.split("-")[0], number=number, name=name, files=declared[r],
-                settings=t, program=t["program"], given=[t["host_library"], "ladder_runner"],
+                settings=t, program=t["program"], given=[t["host_library"], "ladder_harness"],
                 compile=[object_target(t, source)], link=[t["program"]], shared_program=True,
                 reference_target=t["program"], timing=own.get("timing"),
                 performance={**config["performance"], **t.get("performance", {}), **own.get("performance", {})},
