@@ -224,11 +224,22 @@ class Arguments(unittest.TestCase):
         self.assertEqual(kb.parse_args(["--quick", "--reps", "7"]).reps, 7)
         self.assertEqual(kb.parse_args(["--problems", "74, 42"]).problems, ["74", "42"])
 
+    def test_rung_choices(self):
+        self.assertEqual(kb.parse_args([]).model_kwargs, {})
+        a = kb.parse_args(["--rung", "38=08", "--rung", "74 = 10:09"])
+        self.assertEqual(a.model_kwargs, {"38": {"rung": "08"}, "74": {"forward_rung": "10", "backward_rung": "09"}})
+        self.assertEqual(kb.rung_choices(["74=10"]), {"74": {"forward_rung": "10"}})
+        self.assertEqual(kb.model_new_name("38", {}), kb.PROBLEMS["38"]["model_new"])
+        self.assertEqual(kb.model_new_name("38", {"rung": "08"}), "conv_pool_ladder.p38.ModelNew(rung='08') (--rung)")
+        for bad in (["38"], ["38="], ["42=13"], ["38=08:09"], ["74=:09"], ["74=10:"], ["38=07", "38=08"]):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                kb.rung_choices(bad)
+
     def test_errors(self):
         import contextlib
         import io
 
-        for argv in (["--problems", "43"], ["--problems", ""], ["--trials", "0"], ["--append"]):
+        for argv in (["--problems", "43"], ["--problems", ""], ["--trials", "0"], ["--append"], ["--rung", "42=13"]):
             with self.subTest(argv=argv), contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
                 kb.parse_args(argv)
 

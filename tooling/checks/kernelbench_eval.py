@@ -4,6 +4,7 @@ KernelBench evaluates a submission, plus each output's error against float64.
     python3 scripts/kernelbench_eval.py --json results/kernelbench/kernelbench_h200.json
     python3 scripts/kernelbench_eval.py --problems 74 --quick          # a few minutes
     python3 scripts/kernelbench_eval.py --problems 38 --json f.json --append   # add to a file
+    python3 scripts/kernelbench_eval.py --problems 38,74 --rung 38=08 --rung 74=10:09   # other rungs
 
 KernelBench's procedure, as read in ScalingIntelligence/KernelBench at commit 423217d (March
 2026: src/kernelbench/eval.py, src/kernelbench/timing.py, scripts/run_and_check.py); this script
@@ -217,6 +218,41 @@ def problem_record(pid, trials, timing, extra=None) -> dict:
     return rec
 
 
+def rung_choices(specs) -> dict:
+    """--rung values ("38=08", "74=10", "74=10:09") as ModelNew keyword arguments per problem:
+    {"38": {"rung": "08"}, "74": {"forward_rung": "10", "backward_rung": "09"}}. ValueError naming
+    the value: no "=", a problem without rungs (42: ModelNew is stage 13), an empty rung, a
+    backward rung for 38, or a problem given twice. Whether the rung exists is the extension's
+    check, when ModelNew runs."""
+    out = {}
+    for spec in specs:
+        pid, sep, rung = (v.strip() for v in spec.partition("="))
+        if not sep or not rung:
+            raise ValueError(f"{spec!r}: expected PID=RUNG, e.g. 38=08 or 74=10:09")
+        if pid not in ("38", "74"):
+            raise ValueError(f"{spec!r}: only the track problems 38 and 74 have rungs to choose")
+        if pid in out:
+            raise ValueError(f"{spec!r}: problem {pid} given twice")
+        fwd, colon, bwd = (v.strip() for v in rung.partition(":"))
+        if pid == "38":
+            if colon:
+                raise ValueError(f"{spec!r}: problem 38 has no backward rung")
+            out[pid] = {"rung": fwd}
+        else:
+            if not fwd or (colon and not bwd):
+                raise ValueError(f"{spec!r}: expected 74=FORWARD or 74=FORWARD:BACKWARD")
+            out[pid] = {"forward_rung": fwd, **({"backward_rung": bwd} if bwd else {})}
+    return out
+
+
+def model_new_name(pid, kwargs) -> str:
+    """The record's model_new: the default's description, or the module's ModelNew and the rungs chosen."""
+    if not kwargs:
+        return PROBLEMS[pid]["model_new"]
+    chosen = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    return f"{PROBLEMS[pid]['module']}.ModelNew({chosen}) (--rung)"
+
+
 def procedure() -> dict:
     """KernelBench's constants as this script applies them (the JSON's "procedure")."""
     return {"kernelbench_commit": KB_COMMIT, "atol": KB_ATOL, "rtol": KB_RTOL,
@@ -404,11 +440,12 @@ def problem_io(pid):
 def evaluate(torch, pid, args) -> dict:
     """Problem pid evaluated as the module docstring says; its problem_record."""
     Model, ModelNew, get_inputs, init = problem_io(pid)
+    kwargs = getattr(args, "model_kwargs", {}).get(pid, {})
     with torch.no_grad():
         set_seed(torch, args.seed)
         model = Model(*init)
         set_seed(torch, args.seed)
-        new = ModelNew(*init)
+        new = ModelNew(*init, **kwargs)
     a, b = model.state_dict(), new.state_dict()
     same = list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
     new.load_state_dict(a)
@@ -479,7 +516,8 @@ def evaluate(torch, pid, args) -> dict:
     for m, fn in variants.items():
         timed(f"model_new_tf32_{m}", fn, KB_WARMUP_NEW, grad=True)
     torch._dynamo.reset()
-    meta = {"device": torch.cuda.get_device_name(), "date_utc": cc.utc_now(), "weights_equal_from_seed": same}
+    meta = {"device": torch.cuda.get_device_name(), "date_utc": cc.utc_now(), "weights_equal_from_seed": same,
+            "model_new": model_new_name(pid, kwargs)}
     return problem_record(pid, trials, timing, meta)
 
 
@@ -498,11 +536,18 @@ def parse_args(argv):
     p.add_argument("--append", action="store_true",
                    help="with --json: keep the problems of an existing file that this run does not evaluate")
     p.add_argument("--verbose-build", action="store_true", help="show the extension's build output")
+    p.add_argument("--rung", action="append", default=[], metavar="PID=RUNG",
+                   help="ModelNew's rung for a track problem instead of its default: 38=08 (rung), 74=10 "
+                        "(forward rung) or 74=10:09 (forward:backward); repeatable")
     args = p.parse_args(argv)
     args.problems = [s.strip() for s in args.problems.split(",") if s.strip()]
     bad = [s for s in args.problems if s not in PROBLEMS]
     if bad or not args.problems:
         p.error(f"--problems: unknown {bad}; choose among {', '.join(PROBLEMS)}")
+    try:
+        args.model_kwargs = rung_choices(args.rung)
+    except ValueError as e:
+        p.error(f"--rung: {e}")
     if args.reps is None:
         args.reps = QUICK_PERF_TRIALS if args.quick else KB_PERF_TRIALS
     if args.trials < 1 or args.reps < 1:
