@@ -226,7 +226,7 @@ class Arguments(unittest.TestCase):
 
     def test_rung_choices(self):
         self.assertEqual(kb.parse_args([]).model_kwargs, {})
-        a = kb.parse_args(["--rung", "38=08", "--rung", "74 = 10:09"])
+        a = kb.parse_args(["--problems", "38,74", "--rung", "38=08", "--rung", "74 = 10:09"])
         self.assertEqual(a.model_kwargs, {"38": {"rung": "08"}, "74": {"forward_rung": "10", "backward_rung": "09"}})
         self.assertEqual(kb.rung_choices(["74=10"]), {"74": {"forward_rung": "10"}})
         self.assertEqual(kb.model_new_name("38", {}), kb.PROBLEMS["38"]["model_new"])
@@ -239,7 +239,8 @@ class Arguments(unittest.TestCase):
         import contextlib
         import io
 
-        for argv in (["--problems", "43"], ["--problems", ""], ["--trials", "0"], ["--append"], ["--rung", "42=13"]):
+        for argv in (["--problems", "43"], ["--problems", ""], ["--trials", "0"], ["--append"], ["--rung", "42=13"],
+                     ["--problems", "74", "--rung", "38=08"]):
             with self.subTest(argv=argv), contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
                 kb.parse_args(argv)
 

@@ -548,6 +548,9 @@ def parse_args(argv):
         args.model_kwargs = rung_choices(args.rung)
     except ValueError as e:
         p.error(f"--rung: {e}")
+    unused = sorted(set(args.model_kwargs) - set(args.problems))
+    if unused:
+        p.error(f"--rung names problem {', '.join(unused)}, which --problems does not evaluate")
     if args.reps is None:
         args.reps = QUICK_PERF_TRIALS if args.quick else KB_PERF_TRIALS
     if args.trials < 1 or args.reps < 1:
