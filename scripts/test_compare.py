@@ -165,7 +165,7 @@ class P42ConvKernel(unittest.TestCase):
 
 
 STAGE_NAMES = {"09": "async_copy", "10": "tensor_cores", "11": "three_tf32", "14": "multistage_mma",
-               "15": "wgmma", "16": "three_tf32_wgmma"}
+               "15": "wgmma", "16": "three_tf32_wgmma", "17": "warp_specialized"}
 
 
 def timing42(kind, ms, stage=None):
@@ -194,11 +194,13 @@ class P42Targets(unittest.TestCase):
         return {t["name"]: t for t in p42.targets(ts, names)}
 
     def test_table(self):
-        self.assertEqual(len(p42.TARGETS), 9)
+        self.assertEqual(len(p42.TARGETS), 12)
         self.assertEqual([t[:4] for t in p42.TARGETS[4:]], [
             ("wgmma", "kind:compile", 0.7, "<="), ("wgmma", "kind:cudnn_kernel", 1.13, "<="),
             ("three_tf32_wgmma", "stage:wgmma", 2.6, "<="), ("three_tf32_wgmma", "kind:convt_fp32", 0.4, "<="),
-            ("multistage_mma", "stage:async_copy", 1.0, "<")])
+            ("multistage_mma", "stage:async_copy", 1.0, "<"),
+            ("warp_specialized", "kind:cudnn_kernel", 1.0, "<="), ("warp_specialized", "kind:cudnn_kernel", 0.85, "<="),
+            ("warp_specialized", "stage:wgmma", 1.0, "<")])
         for _, ref, _, _, _ in p42.TARGETS:
             what, key = ref.split(":")
             self.assertTrue(what == "stage" or key in p42.REFERENCE_LABELS, ref)
@@ -206,9 +208,9 @@ class P42Targets(unittest.TestCase):
     def test_all_met(self):
         # wgmma 2.5: 0.625 x compile, 1.0 x the kernel; 16: 3.8 = 1.52 x wgmma, 0.38 x convt_fp32;
         # 14: 3.0 < 09 at 6.0; the first four met too.
-        ts = run42(stages={"09": 6.0, "10": 1.6, "11": 5.0, "14": 3.0, "15": 2.5, "16": 3.8})
+        ts = run42(stages={"09": 6.0, "10": 1.6, "11": 5.0, "14": 3.0, "15": 2.5, "16": 3.8, "17": 2.0})
         t = self.by_name(ts)
-        self.assertEqual(len(t), 9)
+        self.assertEqual(len(t), 12)
         self.assertTrue(all(x["met"] is True and x["status"] == "met" for x in t.values()), t)
         expect = {
             "stage 15 wgmma <= 0.7 x torch.compile": (0.625, 2.5, 4.0),
@@ -217,6 +219,9 @@ class P42Targets(unittest.TestCase):
             "stage 16 three_tf32_wgmma <= 0.4 x cuDNN ConvTranspose2d alone (FP32)": (0.38, 3.8, 10.0),
             "stage 14 multistage_mma < stage 09 async_copy": (0.5, 3.0, 6.0),
             "stage 10 tensor_cores <= 0.8 x torch.compile": (0.4, 1.6, 4.0),
+            "stage 17 warp_specialized <= cuDNN's conv kernel alone (TF32, channels_last)": (0.8, 2.0, 2.5),
+            "stage 17 warp_specialized <= 0.85 x cuDNN's conv kernel alone (TF32, channels_last)": (0.8, 2.0, 2.5),
+            "stage 17 warp_specialized < stage 15 wgmma": (0.8, 2.0, 2.5),
         }
         for name, (value, ms, ref) in expect.items():
             self.assertIn(name, t)
@@ -224,6 +229,18 @@ class P42Targets(unittest.TestCase):
             self.assertEqual((t[name]["ms"], t[name]["reference_ms"]), (ms, ref))
         self.assertEqual(t["stage 14 multistage_mma < stage 09 async_copy"]["note"], "meant for the --small run")
         self.assertNotIn("note", t["stage 15 wgmma <= 0.7 x torch.compile"])
+        self.assertEqual(t["stage 17 warp_specialized <= 0.85 x cuDNN's conv kernel alone (TF32, channels_last)"]
+                         ["note"], "stretch")
+
+    def test_warp_specialized_between_target_and_stretch(self):
+        # 17 at 2.3 against the kernel's 2.5: 0.92, met at 1.0, missed at the 0.85 stretch; 2.5 is not
+        # strictly below stage 15's 2.5.
+        t = self.by_name(run42(stages={"15": 2.5, "17": 2.3}))
+        self.assertIs(t["stage 17 warp_specialized <= cuDNN's conv kernel alone (TF32, channels_last)"]["met"], True)
+        self.assertIs(t["stage 17 warp_specialized <= 0.85 x cuDNN's conv kernel alone (TF32, channels_last)"]
+                      ["met"], False)
+        t = self.by_name(run42(stages={"15": 2.5, "17": 2.5}))
+        self.assertIs(t["stage 17 warp_specialized < stage 15 wgmma"]["met"], False)
 
     def test_missed(self):
         # wgmma 3.0: 0.75 x compile (> 0.7), 1.2 x the kernel (> 1.13); 16: 8.0 = 2.667 x wgmma
@@ -255,9 +272,9 @@ class P42Targets(unittest.TestCase):
         # untimed: only 14 < 09 is measured.
         names = {k: v for k, v in STAGE_NAMES.items() if k != "16"}
         t = self.by_name(run42(compile_ms=None, cudnn_kernel=None, stages={"09": 6.0, "14": 5.0, "15": 2.5}), names)
-        self.assertEqual(len(t), 9)
+        self.assertEqual(len(t), 12)
         nm = {n: x for n, x in t.items() if x["status"] == "not measured"}
-        self.assertEqual(len(nm), 8)
+        self.assertEqual(len(nm), 11)
         self.assertTrue(all(x["met"] is None and x["value"] is None for x in nm.values()))
         self.assertIs(t["stage 14 multistage_mma < stage 09 async_copy"]["met"], True)
         self.assertEqual(nm["stage 15 wgmma <= 0.7 x torch.compile"]["missing"], ["torch.compile"])
@@ -273,7 +290,7 @@ class P42Targets(unittest.TestCase):
 class P42Defaults(unittest.TestCase):
     def test_hopper_rungs_by_name(self):
         names = p42.DEFAULT_STAGES.split(",")
-        self.assertEqual(names[-3:], ["multistage_mma", "wgmma", "three_tf32_wgmma"])
+        self.assertEqual(names[-4:], ["multistage_mma", "wgmma", "three_tf32_wgmma", "warp_specialized"])
         self.assertFalse([n for n in names if n[:1].isdigit()], "default stages are named, not numbered")
         self.assertEqual(len(names), len(set(names)))
         # the names are the folders' (stage 16 may not have its folder yet: skipped by the script)

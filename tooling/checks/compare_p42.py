@@ -80,7 +80,9 @@ is skipped with a note. The targets of step 6 need 09, 10, 11, 14, 15 and 16.
      stage wgmma <= 0.7 x torch.compile;  stage wgmma <= 1.13 x cuDNN's conv kernel alone (kind
      cudnn_kernel);  stage three_tf32_wgmma <= 2.6 x stage wgmma;  stage three_tf32_wgmma <= 0.4 x
      cuDNN ConvTranspose2d alone (FP32);  stage multistage_mma < stage async_copy (meant for the
-     --small run, the first KernelBench sizes; reported in both, with that note).
+     --small run, the first KernelBench sizes; reported in both, with that note);
+   and issue 39's (the warp-specialized kernel, stage warp_specialized): <= cuDNN's conv kernel
+     alone, <= 0.85 x it (the stretch, with that note), and < stage wgmma.
    JSON: "targets", a list of {name, value (the ratio of the two medians), limit, op ("<=" or "<"),
    met, status, ms, reference_ms, and note where TARGETS gives one}; a target whose timings this
    run lacks has value and met null, status "not measured", and "missing" naming them. Targets are
@@ -113,7 +115,7 @@ Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |
 KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
 # By name, so that a renumbering keeps them; a name without a stage folder is skipped.
 DEFAULT_STAGES = ("vectorized_loads,async_copy,tensor_cores,three_tf32,pool_before_conv,single_launch,"
-                  "multistage_mma,wgmma,three_tf32_wgmma")
+                  "multistage_mma,wgmma,three_tf32_wgmma,warp_specialized")
 
 
 SCRIPT = cc.Script("compare_p42")
@@ -558,6 +560,10 @@ TARGETS = (
     ("three_tf32_wgmma", "stage:wgmma", 2.6, "<=", None),
     ("three_tf32_wgmma", "kind:convt_fp32", 0.4, "<=", None),
     ("multistage_mma", "stage:async_copy", 1.0, "<", "meant for the --small run"),
+    # issue 39: the warp-specialized Hopper kernel
+    ("warp_specialized", "kind:cudnn_kernel", 1.0, "<=", None),
+    ("warp_specialized", "kind:cudnn_kernel", 0.85, "<=", "stretch"),
+    ("warp_specialized", "stage:wgmma", 1.0, "<", None),
 )
 
 # A GPU activity is a convolution kernel when its name (any case) holds one of these and none of
