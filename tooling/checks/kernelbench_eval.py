@@ -4,7 +4,7 @@ KernelBench evaluates a submission, plus each output's error against float64.
     python3 scripts/kernelbench_eval.py --json results/kernelbench/kernelbench_h200.json
     python3 scripts/kernelbench_eval.py --problems 74 --quick          # a few minutes
     python3 scripts/kernelbench_eval.py --problems 38 --json f.json --append   # add to a file
-    python3 scripts/kernelbench_eval.py --problems 38,74 --rung 38=08 --rung 74=10:09   # other rungs
+    python3 scripts/kernelbench_eval.py --problems 38,74 --rung 38=06 --rung 74=04:08   # other rungs
 
 KernelBench's procedure, as read in ScalingIntelligence/KernelBench at commit 423217d (March
 2026: src/kernelbench/eval.py, src/kernelbench/timing.py, scripts/run_and_check.py); this script
@@ -228,7 +228,7 @@ def rung_choices(specs) -> dict:
     for spec in specs:
         pid, sep, rung = (v.strip() for v in spec.partition("="))
         if not sep or not rung:
-            raise ValueError(f"{spec!r}: expected PID=RUNG, e.g. 38=08 or 74=10:09")
+            raise ValueError(f"{spec!r}: expected PID=RUNG, e.g. 38=06 or 74=04:08")
         if pid not in ("38", "74"):
             raise ValueError(f"{spec!r}: only the track problems 38 and 74 have rungs to choose")
         if pid in out:
@@ -537,8 +537,8 @@ def parse_args(argv):
                    help="with --json: keep the problems of an existing file that this run does not evaluate")
     p.add_argument("--verbose-build", action="store_true", help="show the extension's build output")
     p.add_argument("--rung", action="append", default=[], metavar="PID=RUNG",
-                   help="ModelNew's rung for a track problem instead of its default: 38=08 (rung), 74=10 "
-                        "(forward rung) or 74=10:09 (forward:backward); repeatable")
+                   help="ModelNew's rung for a track problem instead of its default: 38=06 (rung), 74=04 "
+                        "(forward rung) or 74=04:08 (forward:backward); repeatable")
     args = p.parse_args(argv)
     args.problems = [s.strip() for s in args.problems.split(",") if s.strip()]
     bad = [s for s in args.problems if s not in PROBLEMS]
