@@ -5,8 +5,8 @@
     python3 scripts/compare.py --problem 42 --small --stages 01,06 --json /tmp/cmp.json
 
 Default stages, by name: vectorized_loads, async_copy, tensor_cores, three_tf32, pool_before_conv,
-single_launch, multistage_mma, wgmma, three_tf32_wgmma (05, 09 .. 16); a name without a stage folder
-is skipped with a note. The targets of step 6 need 09, 10, 11, 14, 15 and 16.
+single_launch, multistage_mma, wgmma, three_tf32_wgmma, warp_specialized (05, 09 .. 17); a name
+without a stage folder is skipped with a note. The targets need 09, 10, 11, 14, 15, 16 and 17.
 
 1. Builds the reference Model, the problem's PyTorch code unchanged (nn.ConvTranspose2d, mean,
    + bias, logsumexp, sum, * 10; docs/problem.md), at KernelBench's sizes (batch 16, 64 -> 128

@@ -440,7 +440,7 @@ def problem_io(pid):
 def evaluate(torch, pid, args) -> dict:
     """Problem pid evaluated as the module docstring says; its problem_record."""
     Model, ModelNew, get_inputs, init = problem_io(pid)
-    kwargs = getattr(args, "model_kwargs", {}).get(pid, {})
+    kwargs = args.model_kwargs.get(pid, {})
     with torch.no_grad():
         set_seed(torch, args.seed)
         model = Model(*init)
