@@ -100,7 +100,7 @@ S10, S11, S12, S13 = (stage_file(f) for f in ("10_tensor_cores", "11_three_tf32"
 S14, S15, S16 = stage_file("14_multistage_mma"), stage_file("15_wgmma"), stage_file("16_three_tf32_wgmma")
 P38, P74 = "tracks/p38_spatial_softmax/rungs", "tracks/p74_backward"
 REDUCE = f"{P74}/device/reduce.cuh"
-MMA_TILE = "stages/lib/mma_tile.cuh"  # mma_tf32, shared by stages 10 and 11
+MMA_TILE = "common/toolkit/mma_tf32.cuh"  # mma_tf32, shared by the mma.sync rungs
 
 # Stage 03's tree loop, as the reference writes it, and its levels above the last warp (the
 # variants that finish the last warp another way keep these).
