@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "p38_spatial_softmax/rows.hpp"
 #include "p38_spatial_softmax/runner.hpp"
+#include "tf32.hpp"  // common/toolkit: round_to_tf32
 #include "skip_without_gpu.hpp"
 
 namespace p38 = ladder::p38;
@@ -120,7 +123,7 @@ int check_every_rung(const Problem38& p, const std::string& what) {
   for (const p38::Rung* rung : gpu_rungs()) {
     if (!rung->why_unsupported(p).empty()) continue;
     const std::vector<float> out = p38::run_rung_once(*rung, p, in);
-    const p38::Agreement a = p38::check_rows(p, in, out, every_row(p));
+    const p38::Agreement a = p38::check_rows(p, in, out, every_row(p), rung->precision);
     EXPECT_TRUE(a.pass()) << "rung " << rung->label() << ", " << what << ": " << a.summary() << "\n" << p.describe();
     ++ran;
   }
@@ -256,7 +259,7 @@ TEST(P38Rungs, KernelBenchSizeOnSampledRows) {
   const std::vector<int64_t> rows = p38::rows_to_check(p, int64_t(1) << 22, 6);
   for (const p38::Rung* rung : gpu_rungs()) {
     const std::vector<float> out = p38::run_rung_once(*rung, p, in);
-    const p38::Agreement a = p38::check_rows(p, in, out, rows);
+    const p38::Agreement a = p38::check_rows(p, in, out, rows, rung->precision);
     EXPECT_TRUE(a.pass()) << "rung " << rung->label() << ": " << a.summary();
     int64_t nan = 0;  // every element written, not only the checked rows
     for (float v : out) nan += std::isnan(v);
@@ -286,4 +289,91 @@ TEST(P38Rungs, UnsupportedProblemIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("clamp_max - clamp_min"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(p38::check_rows(p, in, p38::run_rung_once(p38::find_rung("04"), p, in), every_row(p)).pass());
+}
+
+// --- TF32: rounding to nearest, told from truncation -----------------------------------------------
+
+namespace {
+
+/// v moved to 3/4 of the way from the TF32 value below it (in magnitude) to the next: rounding to
+/// nearest goes up, truncation down, a quarter step against three quarters.
+float tf32_midpoint(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits = (bits & 0xFFFFE000u) | 0x1800u;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+float tf32_truncated(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits &= 0xFFFFE000u;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+/// A fast-path problem whose pooled values are x itself (pool kernel 1), x and the weights at
+/// TF32 midpoints; `in` gets those inputs, `rounded` and `truncated` the operands as cvt.rna and
+/// a mask would make them.
+struct MidpointCase {
+  Problem38 p;
+  p38::Inputs in, rounded, truncated;
+};
+MidpointCase midpoint_case() {
+  MidpointCase c;
+  c.p = base(2, 13, 21, {5, 7, 9});  // 13 input channels: a partial chunk of 8; 21 outputs: a tail
+  c.p.pool.kernel_size = Triple::cube(1);
+  c.p.clamp_min = -4.0, c.p.clamp_max = 4.0;  // few clamped outputs: the products decide
+  c.in = p38::make_inputs(c.p);
+  for (float& v : c.in.x) v = tf32_midpoint(v);
+  for (float& v : c.in.weight) v = tf32_midpoint(v);
+  c.rounded = c.in, c.truncated = c.in;
+  for (auto* t : {&c.rounded, &c.truncated}) {
+    const bool round = t == &c.rounded;
+    for (float& v : t->x) v = round ? ladder::round_to_tf32(v) : tf32_truncated(v);
+    for (float& v : t->weight) v = round ? ladder::round_to_tf32(v) : tf32_truncated(v);
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST(P38Tf32Bound, TruncatedOperandsFailTheRoundedOracle) {
+  // The check the GPU test relies on can fail: the exact output of truncated operands (what a
+  // kernel that masks without the +0x1000 computes, before its sums' rounding) is judged against
+  // the oracle of operands rounded to nearest, at the sums-only bound.
+  const MidpointCase c = midpoint_case();
+  const std::vector<int64_t> rows = every_row(c.p);
+  const std::vector<float> rounded_out = p38::find_rung("00").run_cpu(c.p, c.rounded);
+  const std::vector<float> truncated_out = p38::find_rung("00").run_cpu(c.p, c.truncated);
+  EXPECT_TRUE(p38::check_rows(c.p, c.rounded, rounded_out, rows, p38::Precision::Tf32Sums).pass());
+  EXPECT_FALSE(p38::check_rows(c.p, c.rounded, truncated_out, rows, p38::Precision::Tf32Sums).pass());
+  // The full TF32 bound, against the oracle of the raw inputs, admits the rounded operands.
+  EXPECT_TRUE(p38::check_rows(c.p, c.in, rounded_out, rows, p38::Precision::Tf32).pass());
+}
+
+TEST(P38Tf32Bound, ExactInputsKeepAZeroBound) {
+  Problem38 p = base(1, 3, 4, {4, 6, 6});
+  p.distribution = p38::Distribution::Exact;
+  const p38::Inputs in = p38::make_inputs(p);
+  const p38::Reference ref = p38::reference(p, in);
+  for (double e : p38::z_error_bound(p, ref, p38::Precision::Tf32)) ASSERT_EQ(e, 0.0);
+}
+
+TEST(P38Rungs, Tf32RungsRoundOperandsToNearest) {
+  SKIP_WITHOUT_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 8) GTEST_SKIP() << "no TF32 mma below sm_80: the TF32 rungs take their FP32 path";
+  const MidpointCase c = midpoint_case();
+  int ran = 0;
+  for (const p38::Rung* rung : gpu_rungs()) {
+    if (rung->precision != p38::Precision::Tf32) continue;
+    const std::vector<float> out = p38::run_rung_once(*rung, c.p, c.in);
+    const p38::Agreement a = p38::check_rows(c.p, c.rounded, out, every_row(c.p), p38::Precision::Tf32Sums);
+    EXPECT_TRUE(a.pass()) << "rung " << rung->label() << " against the oracle of TF32-rounded operands: " << a.summary();
+    ++ran;
+  }
+  EXPECT_GT(ran, 0) << "no TF32 rung in the track";
 }

@@ -13,6 +13,7 @@
 
 #include "oracle.hpp"
 #include "problem.hpp"
+#include "tolerance.hpp"  // Precision
 
 namespace ladder::p38 {
 
@@ -63,6 +64,9 @@ struct Rung {
   bool deterministic = true;
   /// How many times the rung computes the convolution (the recompute rung: 2), for throughput.
   int conv_passes = 1;
+  /// How the rung forms the convolution's products; a Tf32 rung is checked at the TF32 bound
+  /// (tolerance.hpp) wherever it takes its tensor-core path.
+  Precision precision = Precision::Fp32;
 
   bool is_gpu() const { return run_gpu != nullptr; }
   std::string label() const { return id + " " + name; }

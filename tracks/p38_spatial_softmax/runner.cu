@@ -66,7 +66,7 @@ double max_rel_difference(const std::vector<float>& a, const std::vector<float>&
 }  // namespace
 
 Agreement check_rows(const Problem38& p, const Inputs& in, const std::vector<float>& out,
-                     const std::vector<int64_t>& rows) {
+                     const std::vector<int64_t>& rows, Precision precision) {
   const int64_t S = p.spatial();
   if (int64_t(out.size()) != p.out_elems())
     throw std::invalid_argument("check_rows: the output has " + std::to_string(out.size()) + " elements, " +
@@ -75,13 +75,13 @@ Agreement check_rows(const Problem38& p, const Inputs& in, const std::vector<flo
   const bool every_row = int64_t(rows.size()) == p.batch * p.out_channels;
   if (every_row) {  // one oracle over the whole problem pools each sample once
     const Reference ref = reference(p, in);
-    return compare(out, ref.out, output_tolerance(p, ref));
+    return compare(out, ref.out, output_tolerance(p, ref, precision));
   }
   for (int64_t row : rows) {
     const RowCase rc = row_case(p, in, row / p.out_channels, row % p.out_channels);
     const Reference ref = reference(rc.problem, rc.inputs);
     const std::vector<float> mine(out.begin() + row * S, out.begin() + (row + 1) * S);
-    total.merge(compare(mine, ref.out, output_tolerance(rc.problem, ref)), row * S);
+    total.merge(compare(mine, ref.out, output_tolerance(rc.problem, ref, precision)), row * S);
   }
   return total;
 }
@@ -150,9 +150,9 @@ struct RungModel {
     CUDA_CHECK(cudaMemcpy(host.data(), out->get(), out->bytes(), cudaMemcpyDeviceToHost));
     return host;
   }
-  void check(const Rung&, RungResult& r, const std::vector<float>& host) const {
+  void check(const Rung& g, RungResult& r, const std::vector<float>& host) const {
     r.rows_checked = int64_t(rows.size());
-    r.vs_oracle = check_rows(p, in, host, rows);
+    r.vs_oracle = check_rows(p, in, host, rows, g.precision);
   }
   bool passed(const RungResult& r) const { return r.vs_oracle.pass(); }
   void refill(bool other) {
@@ -164,8 +164,8 @@ struct RungModel {
     dev->refill(other ? again->second : in);
   }
   std::vector<float> run_once(const Rung& g) const { return run_once_on(g, p, dev->view(), *out, stream); }
-  void check_refilled(const Rung&, RungResult& r, const std::vector<float>& second) const {
-    const Agreement b = check_rows(again->first, again->second, second, rows);
+  void check_refilled(const Rung& g, RungResult& r, const std::vector<float>& second) const {
+    const Agreement b = check_rows(again->first, again->second, second, rows, g.precision);
     if (!b.pass()) r.vs_oracle = b, r.note = kRefilledDisagrees;
   }
   void compare(RungResult& r, const std::vector<float>& host, const RungResult& prev,

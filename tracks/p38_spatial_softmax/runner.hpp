@@ -68,8 +68,9 @@ void write_json(const TrackReport& r, const std::string& path);
 /// std::invalid_argument when the rung cannot run p (its reason).
 std::vector<float> run_rung_once(const Rung& rung, const Problem38& p, const Inputs& in);
 
-/// Checks `out` (the whole output) against the fp64 oracle on `rows` (flat n*out_channels + c).
+/// Checks `out` (the whole output) against the fp64 oracle on `rows` (flat n*out_channels + c), at
+/// the bound of `precision` (tolerance.hpp).
 Agreement check_rows(const Problem38& p, const Inputs& in, const std::vector<float>& out,
-                     const std::vector<int64_t>& rows);
+                     const std::vector<int64_t>& rows, Precision precision = Precision::Fp32);
 
 }  // namespace ladder::p38

@@ -69,16 +69,33 @@ using tracks::compare;
 constexpr double kFp32UnitRoundoff = 5.9604644775390625e-08;  // 2^-24
 constexpr double kProbabilisticLambda = 8.0;
 constexpr double kExpRelativeError = 8.0;  // kappa: exp within 4 ulps = 8u relative
+constexpr double kTf32UnitRoundoff = 4.8828125e-04;  // 2^-11: TF32's 10 explicit mantissa bits
+
+/// How a rung forms the convolution's products: FP32 FMAs, or tensor cores on TF32-rounded
+/// operands (the pooled values and the weights) accumulating in fp32. Tf32Sums is a check, not a
+/// rung's precision: a TF32 rung against an oracle whose operands are already rounded to TF32
+/// (the midpoint test), where only the sums' part of the Tf32 bound remains.
+enum class Precision { Fp32, Tf32, Tf32Sums };
 
 /// The chain length n_z of step 1 for a convolution sum of K products and a pool window of P.
 double z_chain_length(int64_t K, int64_t P);
 
 /// e_z of step 1 for every convolution output (before the clamp), same layout as ref.conv:
 /// (batch, out_channels, out_size()). All zero for Distribution::Exact.
-std::vector<double> z_error_bound(const Problem38& p, const Reference& ref);
+///
+/// Precision::Tf32 (step 1 for tensor cores): each operand is rounded to TF32 (relative error at
+/// most u_t = 2^-11, to nearest), so each product w*p is off by at most (2u_t + u_t^2)|w*p| before
+/// any addition. The bound is deterministic, (2u_t + u_t^2) * M: one pooled value's rounding meets
+/// every output it feeds, so the errors are not independent. On top comes step 1's chain with 2u
+/// for u, as tensor cores may truncate instead of rounding when they add (Fasi, Higham, Mikaitis
+/// and Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ Computer Science, 2021); this is
+/// how common/model/tolerance.hpp bounds the main ladder's TF32 stages. On Exact inputs every
+/// operand is a TF32 value (a pooled value is at most 3*P over a power of two, 11 significant bits
+/// for P <= 682; weights are j/16), so e_z stays 0 there; past that window it is the rounding term.
+std::vector<double> z_error_bound(const Problem38& p, const Reference& ref, Precision precision = Precision::Fp32);
 
-/// The absolute tolerance of every output element (layout of ref.out), steps 1-4 above.
-/// Throws std::invalid_argument when ref does not match p's sizes.
-std::vector<double> output_tolerance(const Problem38& p, const Reference& ref);
+/// The absolute tolerance of every output element (layout of ref.out), steps 1-4 above, with step
+/// 1 at `precision`. Throws std::invalid_argument when ref does not match p's sizes.
+std::vector<double> output_tolerance(const Problem38& p, const Reference& ref, Precision precision = Precision::Fp32);
 
 }  // namespace ladder::p38

@@ -104,4 +104,53 @@ inline void launch_row_factor(const Geometry& g, const FusedWorkspace& w, const 
   CUDA_CHECK_LAUNCH("row_factor");
 }
 
+/// One thread per output element: out = exp(clamp(conv) - shift) * factor[row].
+static __global__ void conv_exp_scaled(Geometry g, const float* __restrict__ pooled, const float* __restrict__ weight,
+                                const float* __restrict__ bias, float shift, const float* __restrict__ factor,
+                                float* __restrict__ out) {
+  const int64_t total = g.rows * g.spatial;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / g.spatial;
+    out[i] = expf(clamped_conv_at(g, pooled, weight, bias, row, int(i - row * g.spatial)) - shift) * factor[row];
+  }
+}
+
+/// Rung 06's plan after the pool: conv_exp_partials sums each row's exp(clamp(conv) - hi) without
+/// writing, row_factor turns the sums into factors, and conv_exp_scaled computes the convolution
+/// again and writes out = exp(clamp(conv) - hi) * factor once. `in` gives weight, bias and scale;
+/// w.pooled must hold the pool's output. Throws CudaError on a failed launch.
+template <typename DeviceInputs>
+void launch_gather_recompute(const Geometry& g, const FusedWorkspace& w, const DeviceInputs& in, float* out,
+                             cudaStream_t stream) {
+  conv_exp_partials<false><<<capped_grid(g.rows * parts_per_row(g)), kFusedBlock, 0, stream>>>(
+      g, w.pooled, in.weight, in.bias, g.clamp_hi, nullptr, w.partials);
+  CUDA_CHECK_LAUNCH("conv_exp_partials<sum only>");
+  launch_row_factor(g, w, in.scale, stream);
+  const int64_t total = g.rows * g.spatial;
+  conv_exp_scaled<<<grid_for(total < (int64_t(1) << 30) ? total : (int64_t(1) << 30), 256, "conv_exp_scaled"), 256, 0,
+                    stream>>>(g, w.pooled, in.weight, in.bias, g.clamp_hi, w.factor, out);
+  CUDA_CHECK_LAUNCH("conv_exp_scaled");
+}
+
+/// out[i] *= factor[row of i], four at a time (S % 4 == 0, so four never straddle rows).
+static __global__ void rescale4(Geometry g, const float* __restrict__ factor, float4* __restrict__ out) {
+  const int64_t total4 = g.rows * g.spatial / 4;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total4; i += int64_t(gridDim.x) * blockDim.x) {
+    const float f = factor[4 * i / g.spatial];
+    float4 v = out[i];
+    v.x *= f, v.y *= f, v.z *= f, v.w *= f;
+    out[i] = v;
+  }
+}
+/// Launches rescale4 over out and returns true when S % 4 == 0 (float4s never straddle rows);
+/// returns false, launching nothing, otherwise. Throws CudaError on a failed launch.
+inline bool launch_rescale4(const Geometry& g, const float* factor, float* out, cudaStream_t stream) {
+  if (g.spatial % 4 != 0) return false;
+  const int64_t t4 = g.rows * g.spatial / 4;
+  rescale4<<<grid_for(t4 < (int64_t(1) << 28) ? t4 : (int64_t(1) << 28), 256, "rescale4"), 256, 0, stream>>>(
+      g, factor, reinterpret_cast<float4*>(out));
+  CUDA_CHECK_LAUNCH("rescale4");
+  return true;
+}
+
 }  // namespace ladder::p38

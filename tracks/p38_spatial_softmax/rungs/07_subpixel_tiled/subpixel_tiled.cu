@@ -13,13 +13,14 @@
 //    fewer registers, more resident warps: P38_RUNG07_CO and P38_RUNG07_CELLS select others.)
 //  - the offsets and bounds of a thread's inputs are computed once (they repeat in every input
 //    channel), and the next channel's inputs are loaded while this channel's FMAs run;
-//  - the rescale pass moves float4s.
+//  - the rescale pass moves float4s (rescale4, device/fused.cuh).
 // Parameters outside the instantiated set (dilation other than 1, axes that differ, other
 // kernel/stride/padding) take rung 05's gather, still fused.
 #include <sstream>
 #include <stdexcept>
 
 #include "../../device/fused.cuh"
+#include "../../device/subpixel_taps.cuh"  // Taps
 #include "../../rung.hpp"
 #include "rung_id.hpp"  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 #include "todo.cuh"     // ladder_todo: the handout's stubs
@@ -45,28 +46,6 @@ static_assert(kCo % 4 == 0 && 32 % kCells == 0, "tile shape");
 constexpr int kCiChunk = 16;           // input channels of weights staged at once
 
 enum class Mode { WriteExp, SumOnly, WriteFinal };
-
-/// The range of input offsets delta = (r + PAD - k)/S over the (phase, tap) pairs that meet.
-template <int S, int K, int PAD>
-struct Taps {
-  __host__ __device__ static constexpr bool meets(int r, int k) { return (r + PAD - k) % S == 0; }
-  __host__ __device__ static constexpr int lo() {
-    int m = 1 << 30;
-    for (int r = 0; r < S; ++r)
-      for (int k = 0; k < K; ++k)
-        if (meets(r, k) && (r + PAD - k) / S < m) m = (r + PAD - k) / S;
-    return m;
-  }
-  __host__ __device__ static constexpr int hi() {
-    int m = -(1 << 30);
-    for (int r = 0; r < S; ++r)
-      for (int k = 0; k < K; ++k)
-        if (meets(r, k) && (r + PAD - k) / S > m) m = (r + PAD - k) / S;
-    return m;
-  }
-  static constexpr int kLo = lo();
-  static constexpr int span = hi() - lo() + 1;  // inputs per axis a cell reads
-};
 
 /// Block (kTx, kTy): a tile of kTy cells along h by kTx*kCells along w, at one cell depth, for
 /// one sample and kCo channels of one group. grid.x: spatial tiles; grid.y: (sample, channel tile).
@@ -218,16 +197,6 @@ __global__ void __launch_bounds__(kTx* kTy) subpixel_conv(Geometry g, const floa
   }
 }
 
-/// out[i] *= factor[row of i], four at a time (S % 4 == 0, so four never straddle rows).
-__global__ void rescale4(Geometry g, const float* __restrict__ factor, float4* __restrict__ out) {
-  const int64_t total4 = g.rows * g.spatial / 4;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total4; i += int64_t(gridDim.x) * blockDim.x) {
-    const float f = factor[4 * i / g.spatial];
-    float4 v = out[i];
-    v.x *= f, v.y *= f, v.z *= f, v.w *= f;
-    out[i] = v;
-  }
-}
 __global__ void rescale1(Geometry g, const float* __restrict__ factor, float* __restrict__ out) {
   // BEGIN SOLUTION p38-05
   // STUB: ladder_todo("p38-07.1", "rescale1: rung 05's rescale");
@@ -321,17 +290,11 @@ void run(const RungArgs& a) {
     CUDA_CHECK_LAUNCH("row_factor");
   }
   if (!rescaled) return;
+  if (launch_rescale4(g, factor, a.out, a.stream)) return;  // device/fused.cuh: float4s when S % 4 == 0
   const int64_t total = g.rows * g.spatial;
-  if (g.spatial % 4 == 0) {
-    const int64_t t4 = total / 4;
-    rescale4<<<grid_for(t4 < (int64_t(1) << 28) ? t4 : (int64_t(1) << 28), 256, "rescale4"), 256, 0, a.stream>>>(
-        g, factor, reinterpret_cast<float4*>(a.out));
-    CUDA_CHECK_LAUNCH("rescale4");
-  } else {
-    rescale1<<<grid_for(total < (int64_t(1) << 30) ? total : (int64_t(1) << 30), 256, "rescale1"), 256, 0, a.stream>>>(
-        g, factor, a.out);
-    CUDA_CHECK_LAUNCH("rescale1");
-  }
+  rescale1<<<grid_for(total < (int64_t(1) << 30) ? total : (int64_t(1) << 30), 256, "rescale1"), 256, 0, a.stream>>>(
+      g, factor, a.out);
+  CUDA_CHECK_LAUNCH("rescale1");
 }
 
 }  // namespace
