@@ -45,6 +45,9 @@ enum class Mode { WriteExp, SumOnly, WriteFinal };
 /// t+4 side by side (order 0 4 1 5 2 6 3 7), so the pair (t, t+4) that a thread's a0/a2 (and b0/b1)
 /// need is one 8-byte load at slot 2t.
 __host__ __device__ constexpr int channel_slot(int cl) { return 2 * (cl % 4) + cl / 4; }
+static_assert(channel_slot(0) == 0 && channel_slot(4) == 1 && channel_slot(1) == 2 && channel_slot(5) == 3 &&
+                  channel_slot(2) == 4 && channel_slot(6) == 5 && channel_slot(3) == 6 && channel_slot(7) == 7,
+              "the staging's two float4 stores write slots 0-7 as channels 0 4 1 5 2 6 3 7");
 
 /// The weights, TF32-rounded, as the B fragments read them: wt[group][chunk][tap][co][slot], co
 /// padded to a multiple of kCoTile and ci to a multiple of kCi with zeros.
@@ -94,23 +97,38 @@ __global__ void __launch_bounds__(kThreads, 1)
   // acc[class][n8 tile][d0..d3]: class r = (rd*S + rh)*S + rw; d0/d1 cell gq, d2/d3 cell gq + 8;
   // d0/d2 channel 2tq, d1/d3 channel 2tq + 1 of the n8 tile.
   float acc[C][kNTiles][4] = {};
+  // Staging: a thread takes one patch position at a time and loads its 8 channels at once (8 loads
+  // in flight), then stores them rounded to TF32 as two float4s in channel_slot order.
+  constexpr int kPos = SP * PR * PC;
+  constexpr int kW4 = K3 * kCoTile * kSlots / 4, kWIters = (kW4 + kThreads - 1) / kThreads;
   for (int chunk = 0; chunk < chunks; ++chunk) {
     __syncthreads();  // the previous chunk's tiles are no longer read
-    for (int i = tid; i < SP * PR * PC * kCi; i += kThreads) {
-      const int c = i % PC, r = i / PC % PR, a = i / (PC * PR) % SP, cl = i / (PC * PR * SP);
-      const int ci = chunk * kCi + cl, id = cd + T::kLo + a, ih = ch0 + T::kLo + r, iw = cw0 + T::kLo + c;
-      float v = 0.f;
-      if (ci < g.in_per_group && id >= 0 && id < g.pooled[0] && ih >= 0 && ih < g.pooled[1] && iw >= 0 &&
-          iw < g.pooled[2])
-        v = __ldg(in_group + int64_t(ci) * g.pooled_spatial + (int64_t(id) * g.pooled[1] + ih) * g.pooled[2] + iw);
-      patch[((a * PR + r) * PC + c) * kSlots + channel_slot(cl)] = __uint_as_float(tf32_bits(v));
+    for (int pos = tid; pos < kPos; pos += kThreads) {
+      const int c = pos % PC, r = pos / PC % PR, a = pos / (PC * PR);
+      const int id = cd + T::kLo + a, ih = ch0 + T::kLo + r, iw = cw0 + T::kLo + c;
+      const bool inside = unsigned(id) < unsigned(g.pooled[0]) && unsigned(ih) < unsigned(g.pooled[1]) &&
+                          unsigned(iw) < unsigned(g.pooled[2]);
+      const float* src = in_group + int64_t(chunk) * kCi * g.pooled_spatial + (int64_t(id) * g.pooled[1] + ih) * g.pooled[2] + iw;
+      float v[kCi];
+#pragma unroll
+      for (int cl = 0; cl < kCi; ++cl)
+        v[cl] = inside && chunk * kCi + cl < g.in_per_group ? __ldg(src + cl * g.pooled_spatial) : 0.f;
+      float4* dst = reinterpret_cast<float4*>(patch + pos * kSlots);
+      auto t = [](float x) { return __uint_as_float(tf32_bits(x)); };
+      dst[0] = make_float4(t(v[0]), t(v[4]), t(v[1]), t(v[5]));  // slots 0-3: channels 0 4 1 5
+      dst[1] = make_float4(t(v[2]), t(v[6]), t(v[3]), t(v[7]));  // slots 4-7: channels 2 6 3 7
     }
-    const float4* wsrc = reinterpret_cast<const float4*>(wt + ((int64_t(group) * chunks + chunk) * K3 * co_pad + co0) *
-                                                                  kSlots);
-    for (int i = tid; i < K3 * kCoTile * kSlots / 4; i += kThreads) {
-      const int tap = i / (kCoTile * kSlots / 4), q = i % (kCoTile * kSlots / 4);
-      reinterpret_cast<float4*>(w_s)[i] = __ldg(wsrc + int64_t(tap) * co_pad * kSlots / 4 + q);
+    const float4* wsrc =
+        reinterpret_cast<const float4*>(wt + ((int64_t(group) * chunks + chunk) * K3 * co_pad + co0) * kSlots);
+    float4 wv[kWIters];  // float4s tid + k*kThreads of the chunk's (tap, co, slot) weights
+#pragma unroll
+    for (int k = 0; k < kWIters; ++k) {
+      const int i = tid + k * kThreads, tap = i / (kCoTile * kSlots / 4), q = i % (kCoTile * kSlots / 4);
+      if (i < kW4) wv[k] = __ldg(wsrc + int64_t(tap) * co_pad * kSlots / 4 + q);
     }
+#pragma unroll
+    for (int k = 0; k < kWIters; ++k)
+      if (tid + k * kThreads < kW4) reinterpret_cast<float4*>(w_s)[tid + k * kThreads] = wv[k];
     __syncthreads();
 
 #pragma unroll
