@@ -2,17 +2,21 @@
 // out by hand from PyTorch's formulas, validate() naming each rejected parameter, the fp64
 // forward and backward oracles on cases checkable by hand (ties, padding, overlapping windows),
 // the backward oracle against finite differences of the forward oracle, exactness of the exact
-// distribution, and the checks: the CPU rung 00 passes them, and known-bad results fail them.
+// distribution, and the checks: the CPU rung 00 passes them, and known-bad results fail them;
+// the TF32 bound: an emulated TF32 forward passes it, truncation, a shifted tap or a dropped
+// channel fail it, and a near-tie within it is accepted.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "expect_invalid.hpp"
+#include "tf32.hpp"  // common/toolkit/: round_to_tf32, the host's cvt.rna
 #include "p74_backward/oracle.hpp"
 #include "p74_backward/problem.hpp"
 #include "p74_backward/rung.hpp"
@@ -599,4 +603,142 @@ TEST(P74Checks, ZeroTermsMeanExactlyZero) {
   ASSERT_TRUE(p74::check_grads(g, tol, m).pass());
   m.grad_weight[0] = 1e-30f;
   EXPECT_FALSE(p74::check_grads(g, tol, m).pass());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The TF32 bound (Precision::Tf32, rung 10): a host emulation of a tensor-core forward (x and
+// weights rounded to TF32 as cvt.rna rounds them, then exact sums: the oracle on the rounded
+// inputs) passes it; the slips a tensor-core rung can make fail it.
+
+namespace {
+
+/// The KernelBench geometry family at a small size: two input-channel chunks' worth of taps.
+Problem74 tf32_problem() {
+  Problem74 p;
+  p.batch = 2, p.in_channels = 4, p.out_channels = 6, p.in_size = {3, 4, 5};
+  return p;
+}
+
+/// v (positive, normal) moved to 3/4 of the way from the TF32 value below it to the next one:
+/// rounding to nearest then errs by 1/4 of a TF32 step, truncation by 3/4. A TF32 step is bit 13
+/// of the fp32 encoding (0x2000): 3/4 of it is 0x1800.
+float three_quarters(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  b = (b & 0xFFFFE000u) + 0x1800u;
+  std::memcpy(&v, &b, sizeof b);
+  return v;
+}
+
+/// cvt.rna without its rounding: the mask alone (the mutant the bound must reject).
+float truncate_to_tf32(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  b &= 0xFFFFE000u;
+  std::memcpy(&v, &b, sizeof b);
+  return v;
+}
+
+/// Inputs whose every product has the same sign and is far from a TF32 value: x in [1, 1.25),
+/// weights in [1, 1.25)/32, each 3/4 of the way between TF32 values (the mantissa below 1.25
+/// keeps truncation's relative error of each operand at least 0.75/1.25 of a TF32 step, so a
+/// truncated product is off by more than the 2u_t the bound allows); bias 0, so the error is
+/// relative to the whole magnitude.
+p74::Inputs between_tf32_values(const Problem74& p) {
+  p74::Inputs in = p74::make_inputs(p);
+  for (float& v : in.x) v = three_quarters(1.0f + 0.25f * v);
+  for (float& v : in.weight) v = three_quarters(std::ldexp(1.0f + 0.25f * std::fabs(v), -5));
+  std::fill(in.bias.begin(), in.bias.end(), 0.0f);
+  return in;
+}
+
+/// The emulated forward: `round` applied to x and every weight, then the fp64 oracle, rounded to
+/// fp32 at the end (an FP32 accumulation's last rounding).
+p74::ForwardResult emulated_forward(const Problem74& p, p74::Inputs in, float (*round)(float)) {
+  for (float& v : in.x) v = round(v);
+  for (float& v : in.weight) v = round(v);
+  return rounded(p74::forward(p, in));
+}
+
+bool passes(const Problem74& p, const p74::Forward& ref, p74::Precision precision, const p74::ForwardResult& r) {
+  return p74::check_forward(p, ref, p74::forward_tolerance(p, ref, precision), r).pass();
+}
+
+}  // namespace
+
+TEST(P74Tf32Bound, RoundedToNearestPassesTruncatedFails) {
+  const Problem74 p = tf32_problem();
+  const p74::Inputs in = between_tf32_values(p);
+  const p74::Forward ref = p74::forward(p, in);
+  const p74::ForwardResult tf32 = emulated_forward(p, in, ladder::round_to_tf32);
+  EXPECT_TRUE(passes(p, ref, p74::Precision::Tf32, tf32))
+      << p74::check_forward(p, ref, p74::forward_tolerance(p, ref, p74::Precision::Tf32), tf32).summary();
+  EXPECT_FALSE(passes(p, ref, p74::Precision::Fp32, tf32)) << "the fp32 bound would accept TF32 inputs: it is loose";
+  const p74::ForwardResult truncated = emulated_forward(p, in, truncate_to_tf32);
+  const p74::ForwardCheck c =
+      p74::check_forward(p, ref, p74::forward_tolerance(p, ref, p74::Precision::Tf32), truncated);
+  EXPECT_FALSE(c.pass()) << "truncation instead of rounding to nearest passed the TF32 bound: " << c.summary();
+  EXPECT_FALSE(c.y.pass()) << c.summary();  // every y is off by about 1.2 bounds
+}
+
+TEST(P74Tf32Bound, ShiftedTapOrDroppedChannelFails) {
+  const Problem74 p = tf32_problem();
+  const p74::Inputs in = between_tf32_values(p);
+  const p74::Forward ref = p74::forward(p, in);
+  const int64_t taps = p.conv_taps(), per_ci = p.out_channels * taps;
+  p74::Inputs shifted = in;  // every weight's taps rotated by one (tap k reads tap k + 1's weight)
+  for (size_t base = 0; base < shifted.weight.size(); base += size_t(taps))
+    std::rotate(shifted.weight.begin() + int64_t(base), shifted.weight.begin() + int64_t(base) + 1,
+                shifted.weight.begin() + int64_t(base) + taps);
+  EXPECT_FALSE(passes(p, ref, p74::Precision::Tf32, emulated_forward(p, shifted, ladder::round_to_tf32)));
+  p74::Inputs dropped = in;  // the last input channel's weights never reach the sums
+  std::fill(dropped.weight.end() - per_ci, dropped.weight.end(), 0.0f);
+  EXPECT_FALSE(passes(p, ref, p74::Precision::Tf32, emulated_forward(p, dropped, ladder::round_to_tf32)));
+  // ... and the emulation itself passes (the damage, not the emulation, fails above).
+  EXPECT_TRUE(passes(p, ref, p74::Precision::Tf32, emulated_forward(p, in, ladder::round_to_tf32)));
+}
+
+TEST(P74Tf32Bound, ExactInputsStayExact) {
+  Problem74 p = tf32_problem();
+  p.distribution = p74::Distribution::Exact;
+  p.negative_slope = 0.25;
+  const p74::Inputs in = p74::make_inputs(p);
+  for (float v : in.x) ASSERT_EQ(ladder::round_to_tf32(v), v) << "an exact input that TF32 does not hold";
+  for (float v : in.weight) ASSERT_EQ(ladder::round_to_tf32(v), v) << "an exact weight that TF32 does not hold";
+  const p74::Forward ref = p74::forward(p, in);
+  const p74::ForwardTolerance tol = p74::forward_tolerance(p, ref, p74::Precision::Tf32);
+  EXPECT_TRUE(std::all_of(tol.y.begin(), tol.y.end(), [](double t) { return t == 0; }));
+  EXPECT_TRUE(std::all_of(tol.out.begin(), tol.out.end(), [](double t) { return t == 0; }));
+}
+
+TEST(P74Tf32Bound, NearTieWithinTheBoundIsAcceptedWrongPositionIsNot) {
+  // One channel, one input channel: window offset 0 is w111*x, offset 1 is w112*x with
+  // w112 = w111*(1 + 2^-12) (w110 = 0), every other offset 0. The oracle's maximum is offset 1; a
+  // rung that picks offset 0 is off by 2^-12 of the value: inside the TF32 bound (about 2^-10),
+  // far outside the fp32 one. Offset 2 (value 0) is a wrong position under either bound.
+  Problem74 p;
+  p.batch = 1, p.in_channels = 1, p.out_channels = 1, p.in_size = {2, 2, 2};
+  p74::Inputs in{std::vector<float>(8, 0.75f), std::vector<float>(27, 0.0f), {0.0f}, {1.0f}};
+  in.weight[(1 * 3 + 1) * 3 + 1] = 0.5f;
+  in.weight[(1 * 3 + 1) * 3 + 2] = 0.5f * (1.0f + std::ldexp(1.0f, -12));
+  const p74::Forward ref = p74::forward(p, in);
+  const p74::ForwardResult good = rounded(ref);
+  for (int32_t a : ref.argmax) ASSERT_EQ(a, 1);
+  auto picking = [&](int32_t offset) {
+    p74::ForwardResult r = good;
+    for (size_t q = 0; q < r.out.size(); ++q) {
+      const int64_t pos = p74::argmax_position(p, int64_t(q), offset);
+      r.argmax[q] = offset;
+      r.out[q] = float(ref.z[size_t(pos)]);
+      r.y[q] = float(ref.y[size_t(pos)]);
+    }
+    return r;
+  };
+  EXPECT_TRUE(passes(p, ref, p74::Precision::Tf32, good));
+  EXPECT_TRUE(passes(p, ref, p74::Precision::Tf32, picking(0)));
+  EXPECT_FALSE(passes(p, ref, p74::Precision::Fp32, picking(0)));
+  const p74::ForwardCheck wrong =
+      p74::check_forward(p, ref, p74::forward_tolerance(p, ref, p74::Precision::Tf32), picking(2));
+  EXPECT_FALSE(wrong.pass());
+  EXPECT_EQ(wrong.argmax_failures, int64_t(good.out.size())) << wrong.summary();
 }

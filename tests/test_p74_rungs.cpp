@@ -3,7 +3,9 @@
 // and 09 and its edges, groups, per-axis parameters, dilation, overlapping and padded pooling
 // windows, ceil_mode, channel tails, slopes), random parameter sets, exact inputs (bitwise
 // equality, including windows where every value ties), the KernelBench size, determinism; the
-// runner on the CPU rung; and the checks shown to reject broken results. GPU tests skip,
+// runner on the CPU rung; and the checks shown to reject broken results; rung 10 (TF32 tensor
+// cores) at the TF32 bound on odd shapes, exactly on exact inputs, and feeding the backward rungs
+// its saved state. GPU tests skip,
 // visibly, without a device; the others run anywhere.
 #include <gtest/gtest.h>
 
@@ -132,17 +134,18 @@ bool supported(const p74::Rung& rung, const Problem74& p, bool must) {
   return false;
 }
 
-bool fast_rung(const p74::Rung& r) { return r.id == "04" || r.id == "09"; }
+bool fast_rung(const p74::Rung& r) { return r.id == "04" || r.id == "09" || r.id == "10"; }
 
-/// Every forward rung in `rungs` on p against the oracle; returns how many ran.
+/// Every forward rung in `rungs` on p against the oracle, each at the bound of its precision
+/// (rung 10: TF32); returns how many ran.
 int check_forward_rungs(const Problem74& p, const std::vector<const p74::Rung*>& rungs, const std::string& what,
                         bool family = false) {
   const p74::Inputs in = p74::make_inputs(p);
   const p74::Forward ref = p74::forward(p, in);
-  const p74::ForwardTolerance tol = p74::forward_tolerance(p, ref);
   int ran = 0;
   for (const p74::Rung* rung : rungs) {
     if (!supported(*rung, p, family && fast_rung(*rung))) continue;
+    const p74::ForwardTolerance tol = p74::forward_tolerance(p, ref, rung->precision);
     const p74::ForwardCheck c = p74::check_forward(p, ref, tol, p74::run_forward_once(*rung, p, in));
     EXPECT_TRUE(c.pass()) << "rung " << rung->label() << ", " << what << ": " << c.summary() << "\n" << p.describe();
     ++ran;
@@ -227,10 +230,11 @@ void check_exact(const Problem74& p, bool zero_weight, const std::string& what,
   }
 }
 
-/// check_exact on every case of the shape matrix whose exact inputs stay exact; returns how many.
-int check_exact_matrix(const std::vector<const p74::Rung*>& rungs) {
+/// check_exact on every case of `cases` (default: the shape matrix) whose exact inputs stay
+/// exact; returns how many.
+int check_exact_matrix(const std::vector<const p74::Rung*>& rungs, const std::vector<Case>& cases = shape_matrix()) {
   int ran = 0;
-  for (const Case& c : shape_matrix()) {
+  for (const Case& c : cases) {
     const Problem74 p = exact(c.p);
     try {
       p74::exact_check(p);
@@ -372,7 +376,7 @@ TEST(P74Runner, SamplesAndBackwardMacs) {
 
 TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
   const Problem74 ok = case_named("kernelbench_shape_small").p;
-  for (const char* id : {"04", "09"}) {
+  for (const char* id : {"04", "09", "10"}) {
     const p74::Rung* r = &p74::find_rung(id);
     EXPECT_EQ(r->why_unsupported(ok), "") << id;
     Problem74 p = ok;
@@ -387,6 +391,12 @@ TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
     EXPECT_NE(r->why_unsupported(p).find("dilation"), std::string::npos) << id << ": " << r->why_unsupported(p);
   }
   EXPECT_TRUE(p74::find_rung("08").deterministic);
+  EXPECT_EQ(p74::find_rung("10").precision, p74::Precision::Tf32);  // held to the TF32 bound
+  for (const p74::Rung* r : p74::rungs()) {
+    if (r->id != "10") {
+      EXPECT_EQ(r->precision, p74::Precision::Fp32) << r->label();
+    }
+  }
   EXPECT_TRUE(p74::find_rung("09").deterministic);
   EXPECT_THROW(p74::find_rung("99"), std::invalid_argument);
 }
@@ -575,4 +585,105 @@ TEST(P74Rungs, UnsupportedProblemIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("groups"), std::string::npos) << e.what();
   }
   EXPECT_THROW(p74::run_forward_once(p74::find_rung("08"), p, in), std::invalid_argument);  // no forward pass
+}
+
+// --- rung 10: the forward on TF32 tensor cores -------------------------------------------------
+
+namespace {
+
+/// Shapes that reach rung 10's tails: input channels not a multiple of 8 (a partial k chunk) and
+/// above 8 (two chunks), out_channels past one 32-channel tile, pooled sizes that leave a tile's
+/// d, h and w rows partly empty, output_padding 0 and mixed, a single window.
+std::vector<Case> tensor_core_shapes() {
+  std::vector<Case> m;
+  m.push_back({"ci3_co5_odd", base(2, 3, 5, {3, 5, 7}), true});
+  m.push_back({"ci9_co33_two_chunks_two_tiles", base(1, 9, 33, {3, 5, 17}), true});
+  m.push_back({"ci16_co32_w_tail", base(1, 16, 32, {5, 6, 18}), true});
+  Problem74 p = base(2, 11, 7, {4, 7, 9});
+  p.conv.output_padding = {0, 1, 0};
+  m.push_back({"output_padding_mixed", p, true});
+  p = base(1, 2, 3, {1, 1, 1});  // conv 2x2x2, one window
+  m.push_back({"one_window", p, true});
+  p = base(1, 8, 40, {2, 2, 2});
+  p.conv.output_padding = Triple::cube(0);  // conv 3x3x3, pooled 1x1x1: the last plane dropped
+  m.push_back({"output_padding_0_one_window", p, true});
+  return m;
+}
+
+const p74::Rung& rung10() { return p74::find_rung("tensor_cores"); }
+
+}  // namespace
+
+TEST(P74TensorCores, OddShapesAtTheTf32Bound) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : tensor_core_shapes()) EXPECT_EQ(check_forward_rungs(c.p, {&rung10()}, c.name, true), 1);
+  for (const char* name : {"kernelbench_shape_small", "output_padding_0", "kernelbench_family_mixed_output_padding",
+                           "channel_tail_17_slope_0_01", "channel_tail_5_slope_1"})
+    EXPECT_EQ(check_forward_rungs(case_named(name).p, {&rung10()}, name, true), 1);
+}
+
+TEST(P74TensorCores, ExactWhereTheSumsAreExact) {
+  // Exact inputs are small dyadic numbers: TF32 holds them, and every sum is exact in fp32, so
+  // rounding to TF32 changes nothing and the tensor cores must give the oracle's bits.
+  SKIP_WITHOUT_GPU();
+  // Small enough for exact_check (the backward's sums bound the size), yet with two k chunks, two
+  // channel tiles, a w tail and mixed output_padding.
+  std::vector<Case> cases = tensor_core_shapes();
+  cases.push_back(case_named("kernelbench_shape_small"));
+  cases.push_back({"exact_ci9_co33", base(1, 9, 33, {2, 2, 3}), true});
+  cases.push_back({"exact_ci12_co36_w_tail", base(1, 12, 36, {2, 3, 17}), true});
+  Problem74 mixed = base(2, 17, 9, {3, 5, 2});
+  mixed.conv.output_padding = {0, 1, 0};
+  cases.push_back({"exact_ci17_three_chunks", mixed, true});
+  const int ran = check_exact_matrix({&rung10()}, cases);
+  EXPECT_GE(ran, 7);  // exact_check passes 7 of the 10 (checked with p74_ladder --rungs 00 --distribution exact)
+  check_exact(exact(case_named("kernelbench_shape_small").p), true, "all ties", {&rung10()});
+}
+
+TEST(P74TensorCores, OtherParametersAreRefused) {
+  SKIP_WITHOUT_GPU();
+  for (const char* name : {"groups_2", "per_axis_parameters", "conv_dilation_2", "pool_stride_1_overlapping"}) {
+    const Problem74 p = case_named(name).p;
+    EXPECT_THROW(p74::run_forward_once(rung10(), p, p74::make_inputs(p)), std::invalid_argument) << name;
+  }
+}
+
+TEST(P74TensorCores, BackwardRungsFromItsSavedState) {
+  SKIP_WITHOUT_GPU();
+  std::vector<Case> cases{case_named("kernelbench_shape_small"), case_named("channel_tail_17_slope_0_01")};
+  for (const Case& c : tensor_core_shapes()) cases.push_back(c);
+  for (const Case& c : cases) {
+    const p74::Inputs in = p74::make_inputs(c.p);
+    const p74::Saved saved = p74::run_forward_once(rung10(), c.p, in).saved();
+    const std::vector<float> grad_out = p74::make_grad_out(c.p);
+    const p74::Grads ref = p74::backward(c.p, in, saved, grad_out);
+    const p74::GradTolerance tol = p74::grad_tolerance(c.p, ref);
+    for (const p74::Rung* rung : gpu_rungs(false)) {
+      if (!supported(*rung, c.p, fast_rung(*rung))) continue;
+      const p74::GradCheck g = p74::check_grads(ref, tol, p74::run_backward_once(*rung, c.p, in, saved, grad_out));
+      EXPECT_TRUE(g.pass()) << "rung " << rung->label() << " from rung 10's state, " << c.name << ": " << g.summary();
+    }
+  }
+}
+
+TEST(P74TensorCores, KernelBenchSize) {
+  SKIP_WITHOUT_GPU();
+  const Problem74 p = Problem74::kernelbench();
+  const p74::Inputs in = p74::make_inputs(p);
+  const p74::ForwardResult got = p74::run_forward_once(rung10(), p, in);
+  const std::vector<int64_t> samples{0, p.batch - 1};
+  const p74::ForwardCheck c = p74::check_forward_samples(p, in, got, samples, nullptr, p74::Precision::Tf32);
+  EXPECT_TRUE(c.pass()) << c.summary();
+  int64_t nan = 0;
+  for (size_t i = 0; i < got.out.size(); ++i) nan += std::isnan(got.out[i]) + std::isnan(got.y[i]) + (got.argmax[i] < 0);
+  EXPECT_EQ(nan, 0) << "unwritten outputs";
+  // The backward from rung 10's state, through the runner's default rungs.
+  const std::vector<float> grad_out = p74::make_grad_out(p);
+  const p74::Saved saved = got.saved();
+  const p74::Grads ref = p74::backward(p, in, saved, grad_out);
+  const p74::GradTolerance tol = p74::grad_tolerance(p, ref);
+  for (const char* id : {"08", "09"}) {
+    const p74::GradCheck g = p74::check_grads(ref, tol, p74::run_backward_once(p74::find_rung(id), p, in, saved, grad_out));
+    EXPECT_TRUE(g.pass()) << "rung " << id << ": " << g.summary();
+  }
 }

@@ -164,13 +164,14 @@ def module_params(model):
 
 
 def list_rungs():
-    """The track's rungs in ladder order: [{id, name, gpu, forward, backward, deterministic, idea}]
-    (forward / backward: p74_forward / p74_backward can run it)."""
+    """The track's rungs in ladder order: [{id, name, gpu, forward, backward, deterministic, precision,
+    idea}] (forward / backward: p74_forward / p74_backward can run it; precision: "fp32" or "tf32",
+    the bound its forward is held to)."""
     rows = []
     for line in ops().p74_rungs.default().splitlines():
-        rid, name, kind, fwd, bwd, deterministic, idea = line.split("\t")
+        rid, name, kind, fwd, bwd, deterministic, precision, idea = line.split("\t")
         rows.append({"id": rid, "name": name, "gpu": kind == "gpu", "forward": fwd == "1", "backward": bwd == "1",
-                     "deterministic": deterministic == "1", "idea": idea})
+                     "deterministic": deterministic == "1", "precision": precision, "idea": idea})
     return rows
 
 

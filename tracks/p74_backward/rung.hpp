@@ -3,7 +3,7 @@
 // .cpp for the CPU rung) defines one descriptor function, LADDER_RUNG_SYMBOL()
 // (common/toolkit/rung_id.hpp); the build derives its number and name from the folder's name and
 // generates the list in ladder order.
-// Forward rungs (01-04) compute out and save what the backward needs; backward rungs (05-09)
+// Forward rungs (01-04, 10) compute out and save what the backward needs; backward rungs (05-09)
 // compute the four gradients from that saved state; rung 00 does both on the CPU.
 #pragma once
 
@@ -16,6 +16,7 @@
 
 #include "oracle.hpp"
 #include "problem.hpp"
+#include "tolerance.hpp"  // Precision
 
 namespace ladder::p74 {
 
@@ -95,6 +96,9 @@ struct Rung {
   std::string (*unsupported)(const Problem74&) = nullptr;
   /// True if two runs give bitwise-equal results (no order-dependent floating-point atomics).
   bool deterministic = true;
+  /// How the forward forms the convolution's products; the runner and the tests hold the rung's
+  /// forward to forward_tolerance of this precision (Tf32: tensor cores on TF32-rounded inputs).
+  Precision precision = Precision::Fp32;
 
   bool is_cpu() const { return cpu_forward != nullptr; }
   bool has_forward() const { return forward != nullptr || cpu_forward != nullptr; }

@@ -136,7 +136,7 @@ struct PassModel {
   RungResult start(const Rung& rung, const char* pass) const {
     RungResult r;
     r.id = rung.id, r.name = rung.name, r.idea = rung.idea, r.pass = pass;
-    r.gpu = !rung.is_cpu(), r.deterministic = rung.deterministic;
+    r.gpu = !rung.is_cpu(), r.deterministic = rung.deterministic, r.precision = rung.precision;
     return r;
   }
   std::string skip_note(Skip why, const Rung& rung, double macs) const {
@@ -175,11 +175,11 @@ struct ForwardModel : PassModel {
     r.device_bytes = g->dev.bytes() + g->fwd.bytes() + double(ws.bytes());
     return got;
   }
-  void check(const Rung&, RungResult& r, const ForwardResult& got) {
+  void check(const Rung& rung, RungResult& r, const ForwardResult& got) {
     r.checked = !samples.empty();
     r.checked_on =
         r.checked ? samples_text(samples, p.batch) : "unchecked: one sample's oracle exceeds --oracle-max-macs";
-    if (r.checked) r.forward_check = check_forward_samples(p, in, got, samples, &oracles);
+    if (r.checked) r.forward_check = check_forward_samples(p, in, got, samples, &oracles, rung.precision);
   }
   void refill(bool) const { throw std::logic_error("the forward has no refill check"); }
   ForwardResult run_once(const Rung&) const { throw std::logic_error("the forward has no refill check"); }

@@ -1,4 +1,4 @@
-// The problem-74 track's ladder: runs the forward rungs (01-04) and the backward rungs (05-09),
+// The problem-74 track's ladder: runs the forward rungs (01-04, 10) and the backward rungs (05-09),
 // and rung 00 on the CPU, on one problem; checks each against the fp64 oracles and times it
 // against floors measured in the same run; reports a table and JSON (p74_ladder, the tests).
 //
@@ -45,6 +45,7 @@ struct RungResult {
   std::string id, name, idea;
   std::string pass;  ///< "forward" or "backward" (JSON: "direction")
   bool gpu = false, ran = false, failed = false, deterministic = true;
+  Precision precision = Precision::Fp32;  ///< the rung's: its forward is checked at that bound
   int repeatable = -1;  ///< two runs bitwise equal: 1, 0, or -1 not measured (CPU)
   std::string note;     ///< why it did not run, or the error that stopped it
   Spread ms;            ///< min, median, max over the timed repetitions (CPU: one run)
@@ -115,20 +116,26 @@ double backward_macs(const Problem74& p, const Saved& saved);
 std::vector<int64_t> samples_to_check(const Problem74& p, double oracle_max_macs, int max_samples);
 
 /// The oracle's forward and tolerances for one checked sample (sample -1: the whole problem),
-/// kept so that every rung is checked against one oracle run.
+/// kept so that every rung is checked against one oracle run: the fp32 bound, and the TF32 bound
+/// once a TF32 rung has been checked (empty until then).
 struct ForwardOracle {
   int64_t sample = -1;
   Forward ref;
   ForwardTolerance tol;
+  ForwardTolerance tol_tf32 = {};
+  /// The bound of `precision`, made on first use (p: the problem this oracle ran).
+  const ForwardTolerance& tolerance(const Problem74& p, Precision precision);
 };
 
 /// Checks a forward result against oracle::forward on `samples` (every sample: the whole problem
-/// at once; else each a batch-1 problem of that sample's x); indices in the result are flat
-/// indices of the whole problem. With `cache`, the oracle runs are taken from it, or made and
-/// stored there when it is empty (the same p, inputs and samples every call). Throws
-/// std::invalid_argument on mismatched sizes or a sample outside the batch.
+/// at once; else each a batch-1 problem of that sample's x), at the bound of `precision` (the
+/// rung's Rung::precision); indices in the result are flat indices of the whole problem. With
+/// `cache`, the oracle runs are taken from it, or made and stored there when it is empty (the
+/// same p, inputs and samples every call). Throws std::invalid_argument on mismatched sizes or a
+/// sample outside the batch.
 ForwardCheck check_forward_samples(const Problem74& p, const Inputs& in, const ForwardResult& got,
-                                   const std::vector<int64_t>& samples, std::vector<ForwardOracle>* cache = nullptr);
+                                   const std::vector<int64_t>& samples, std::vector<ForwardOracle>* cache = nullptr,
+                                   Precision precision = Precision::Fp32);
 
 /// Bitwise equality (NaN payloads included): a deterministic rung repeats exactly.
 bool bitwise_equal(const ForwardResult& a, const ForwardResult& b);

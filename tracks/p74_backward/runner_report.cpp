@@ -100,7 +100,8 @@ std::string format_table(const TrackReport& r) {
   o << "\nx floor: time over the larger of the pass's memory and compute floors. fwd+bwd ms: the fastest forward GPU "
        "rung that passed plus this backward rung. repeat: a second run gave the same bits (NO is expected only of "
        "rungs that are not deterministic: float atomics). near-ties: windows where the rung picked another position "
-       "whose value fp32 cannot tell from the maximum.\n";
+       "whose value the rung's precision cannot tell from the maximum (fp32; tf32 for a tensor-core rung, held to the "
+       "TF32 bound).\n";
   for (const RungResult& g : r.rungs)
     if (g.ran && !g.checked_on.empty() && g.checked_on != "every element")
       o << "check of " << g.id << " " << g.pass << ": " << g.checked_on << "\n";
@@ -159,7 +160,8 @@ void write_json(const TrackReport& r, const std::string& path) {
   for (const RungResult& g : r.rungs) {
     json e = {{"id", g.id},     {"name", g.name},     {"idea", g.idea},
               {"direction", g.pass}, {"gpu", g.gpu},       {"ran", g.ran},
-              {"failed", g.failed}, {"note", g.note}, {"deterministic", g.deterministic}};
+              {"failed", g.failed}, {"note", g.note}, {"deterministic", g.deterministic},
+              {"precision", precision_name(g.precision)}};
     if (g.ran) {
       e["ms"] = g.ms.median;
       e["ms_min"] = g.ms.min;

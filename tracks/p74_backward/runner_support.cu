@@ -73,8 +73,15 @@ std::vector<int64_t> samples_to_check(const Problem74& p, double oracle_max_macs
   return s;
 }
 
+const ForwardTolerance& ForwardOracle::tolerance(const Problem74& p, Precision precision) {
+  if (precision == Precision::Fp32) return tol;
+  if (tol_tf32.y.empty()) tol_tf32 = forward_tolerance(p, ref, precision);
+  return tol_tf32;
+}
+
 ForwardCheck check_forward_samples(const Problem74& p, const Inputs& in, const ForwardResult& got,
-                                   const std::vector<int64_t>& samples, std::vector<ForwardOracle>* cache) {
+                                   const std::vector<int64_t>& samples, std::vector<ForwardOracle>* cache,
+                                   Precision precision) {
   const int64_t n = p.out_elems();
   if (int64_t(got.out.size()) != n || int64_t(got.argmax.size()) != n || int64_t(got.y.size()) != n)
     throw std::invalid_argument("check_forward_samples: the result's out, argmax and y must each have " +
@@ -100,13 +107,14 @@ ForwardCheck check_forward_samples(const Problem74& p, const Inputs& in, const F
       oracles.push_back({s, std::move(ref), std::move(tol)});
     }
   }
-  if (oracles.size() == 1 && oracles[0].sample < 0) return check_forward(p, oracles[0].ref, oracles[0].tol, got);
+  if (oracles.size() == 1 && oracles[0].sample < 0)
+    return check_forward(p, oracles[0].ref, oracles[0].tolerance(p, precision), got);
   ForwardCheck total;
-  for (const ForwardOracle& o : oracles) {
+  for (ForwardOracle& o : oracles) {
     const int64_t s = o.sample;
     const ForwardResult mine{slice(got.out, s * per_out, per_out), slice(got.argmax, s * per_out, per_out),
                              slice(got.y, s * per_out, per_out)};
-    const ForwardCheck c = check_forward(one, o.ref, o.tol, mine);
+    const ForwardCheck c = check_forward(one, o.ref, o.tolerance(one, precision), mine);
     total.out.merge(c.out, s * per_out);
     total.y.merge(c.y, s * per_out);
     total.argmax_failures += c.argmax_failures;

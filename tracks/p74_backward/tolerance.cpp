@@ -21,6 +21,25 @@
 //  z'(p) >= z'(p*), so z(p) >= z(p*) - e_z(p*) - e_z(p) >= out - (tol_out + e_z(p)): a rung's
 //  choice is accepted when its oracle value is at least that (a near-tie fp32 cannot resolve).
 //
+// Forward of a TF32 rung (Precision::Tf32), step 1 only, derived as the main ladder's
+// tf32_tolerance (common/model/tolerance.hpp) is: x and every weight are rounded to TF32 (10
+// mantissa bits, unit roundoff u_t = 2^-11, common/toolkit/tf32.hpp; to nearest, cvt.rna) before
+// they multiply, so each product x'*w' = x*w*(1 + d_x)*(1 + d_w), |d| <= u_t, is off by at most
+// (2u_t + u_t^2)*|x*w|. That part is deterministic, with no square root: the rounding error of
+// one x meets every output it feeds with the same sign, so the errors need not cancel. The
+// product of two TF32 values is exact in fp32 (11 + 11 significant bits); the bias is added
+// unrounded. The sums are fp32, but tensor cores may truncate instead of rounding to nearest when
+// they add (Fasi, Higham, Mikaitis and Pranesh, "Numerical behavior of NVIDIA tensor cores",
+// PeerJ Computer Science, 2021), so step 1's probabilistic bound is taken with 2u for u, on the
+// rounded terms, whose magnitude is at most (1 + 2u_t + u_t^2)*M:
+//       e_y = (2u_t + u_t^2)*M + (lambda*sqrt(K + 1) + 2)*2u*(1 + 2u_t + u_t^2)*M + 2*(K + 1)*2^-126,
+//  the last term doubled for operands that TF32 rounds in the subnormal range (absolute error at
+//  most 2^-137 each, times the other operand, below 1 for Uniform inputs: under 2^-126 a
+//  product). Steps 2 and 3 and the argmax rule are unchanged, on this e_y: the (2u_t + u_t^2)*M
+//  term dominates, about 2^-10*M against the fp32 rung's (lambda*sqrt(K + 1) + 2)*u*M. A rung
+//  that truncates x or w instead of rounding errs by up to 2u_t each, up to 4u_t a product.
+//  On Exact inputs (small dyadic numbers, TF32 values already) the bound stays 0.
+//
 // Backward, per gradient element (Uniform inputs): a sum of `terms` products, each formed from
 // fp32 values with at most six roundings (slope*y, mult*a, slope*g, g_m*mult, slope*(g_m*mult),
 // and the product with x, weight or a): each term is off by at most 6u of itself, 6u*mag in all,
@@ -45,6 +64,8 @@
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
+
+#include "common/toolkit/tf32.hpp"  // kTf32UnitRoundoff
 
 namespace ladder::p74 {
 
@@ -126,7 +147,9 @@ std::vector<double> grad_tol(const std::vector<double>& mag, const std::vector<i
 
 }  // namespace
 
-ForwardTolerance forward_tolerance(const Problem74& p, const Forward& ref) {
+const char* precision_name(Precision p) { return p == Precision::Tf32 ? "tf32" : "fp32"; }
+
+ForwardTolerance forward_tolerance(const Problem74& p, const Forward& ref, Precision precision) {
   p.validate();
   check_forward_sizes(p, ref, "forward_tolerance");
   ForwardTolerance t;
@@ -136,11 +159,17 @@ ForwardTolerance forward_tolerance(const Problem74& p, const Forward& ref) {
   const Triple cs = p.conv_size();
   const std::vector<int64_t> td = taps_on_axis(p, 0), th = taps_on_axis(p, 1), tw = taps_on_axis(p, 2);
   const int64_t spatial = cs.d * cs.h * cs.w;
+  // fp32: rel = 0, the sums' u, one floor; tf32: the inputs' rounding, 2u, two floors (above).
+  const bool tf32 = precision == Precision::Tf32;
+  const double rel = tf32 ? 2.0 * kTf32UnitRoundoff + kTf32UnitRoundoff * kTf32UnitRoundoff : 0.0;
+  const double u = tf32 ? 2.0 * kU : kU, floors = tf32 ? 2.0 : 1.0;
   for (size_t i = 0; i < t.y.size(); ++i) {
     const int64_t s = int64_t(i) % spatial;
     const double K = double(p.in_per_group()) * double(td[size_t(s / (cs.h * cs.w))]) *
                      double(th[size_t(s / cs.w % cs.h)]) * double(tw[size_t(s % cs.w)]);
-    t.y[i] = (kLambda * std::sqrt(K + 1.0) + 2.0) * kU * ref.magnitude[i] + (K + 1.0) * std::ldexp(1.0, -126);
+    const double M = ref.magnitude[i];
+    t.y[i] = rel * M + (kLambda * std::sqrt(K + 1.0) + 2.0) * u * (1.0 + rel) * M +
+             floors * (K + 1.0) * std::ldexp(1.0, -126);
   }
   const std::vector<double> ez = z_errors(p, ref, t.y);
   for_each_window_position(p, [&](int64_t q, int64_t pos) {

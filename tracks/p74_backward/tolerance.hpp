@@ -10,6 +10,10 @@
 // rung may pick another position only where that position's value is within the tolerance of the
 // maximum (a near-tie that fp32 cannot resolve). On Exact inputs every value is exact and the
 // argmax must be the first maximum, offset for offset.
+// A TF32 rung (Precision::Tf32: x and weights rounded to TF32 before the products, FP32 sums, as
+// on tensor cores) is held to a wider bound on y (tolerance.cpp derives it); z, out and the
+// argmax follow from e_y by the same steps, so a near-tie within the TF32 bound is accepted and a
+// clearly smaller position is not, for either precision.
 // Backward: each gradient is a sum of products of fp32 values; its error is bounded the same way
 // from its term count and magnitude (Grads::terms_*, Grads::mag_*), in any summation order (an
 // atomic, a tree, a shuffle, a two-level reduction). On Exact inputs the bound is 0.
@@ -28,12 +32,19 @@ namespace ladder::p74 {
 using tracks::Agreement;
 using tracks::compare;
 
+/// How a rung forms the convolution's products: FP32 FMAs, or tensor cores on TF32-rounded x and
+/// weights with FP32 accumulation. (The main ladder's ladder::Precision, common/model/tolerance.hpp,
+/// lives with that ladder's Problem and Reference; the track keeps its own.)
+enum class Precision { Fp32, Tf32 };
+const char* precision_name(Precision p);  ///< "fp32", "tf32"
+
 struct ForwardTolerance {
   std::vector<double> y;    ///< e_y per conv-sized element
   std::vector<double> out;  ///< per pool-sized element
 };
-/// Throws std::invalid_argument when ref does not match p's sizes.
-ForwardTolerance forward_tolerance(const Problem74& p, const Forward& ref);
+/// The bound of a rung of `precision` (tolerance.cpp). Throws std::invalid_argument when ref does
+/// not match p's sizes.
+ForwardTolerance forward_tolerance(const Problem74& p, const Forward& ref, Precision precision = Precision::Fp32);
 
 struct ForwardCheck {
   Agreement out;                 ///< out against the oracle

@@ -23,8 +23,10 @@
 //       (Problem74::conv_macs), forward_workspace_bytes / backward_workspace_bytes (where the rung
 //       has that pass) and unsupported (the rung's reason, "" when it can run the problem).
 //   p74_rungs() -> str
-//       the track's rungs in ladder order, lines "id\tname\tgpu|cpu\tforward\tbackward\tdeterministic\tidea"
-//       (forward / backward: 1 when p74_forward / p74_backward can run the rung, a GPU pass).
+//       the track's rungs in ladder order, lines
+//       "id\tname\tgpu|cpu\tforward\tbackward\tdeterministic\tprecision\tidea" (forward / backward: 1
+//       when p74_forward / p74_backward can run the rung, a GPU pass; precision: fp32 or tf32, the
+//       bound its forward is held to, tolerance.hpp).
 //
 // Operators, not pybind functions, as csrc/p38_call.cpp (see there): _build.py compiles this file
 // only into a module built with_p74. The kernels are registered for CompositeExplicitAutograd and
@@ -354,7 +356,8 @@ std::string p74_rungs() {
   std::ostringstream s;
   for (const p74::Rung* r : p74::rungs())
     s << r->id << "\t" << r->name << "\t" << (r->is_cpu() ? "cpu" : "gpu") << "\t" << (r->forward ? 1 : 0) << "\t"
-      << (r->backward ? 1 : 0) << "\t" << (r->deterministic ? 1 : 0) << "\t" << one_line(r->idea) << "\n";
+      << (r->backward ? 1 : 0) << "\t" << (r->deterministic ? 1 : 0) << "\t" << p74::precision_name(r->precision) << "\t" << one_line(r->idea)
+      << "\n";
   return s.str();
 }
 
