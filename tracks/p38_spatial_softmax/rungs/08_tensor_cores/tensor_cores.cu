@@ -173,7 +173,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // Epilogue: bias, clamp, exp(z - shift); store (WriteExp: e, WriteFinal: e * factor) and/or sum.
-  const int ch = ch0 + warp;
+  // A thread's outputs lie at fixed offsets from its first one: the bounds and offsets are worked
+  // out once per axis, not once per output (the exp and the stores are what remain).
+  const int ch = ch0 + warp, W = g.out[2];
+  const int64_t HW = int64_t(g.out[1]) * W;
+  const int64_t first = (int64_t(S * cd) * g.out[1] + S * ch) * W + S * (cw0 + gq);  // (od, oh, ow) of class 0, half 0
+  bool d_ok[S], h_ok[S], w_ok[2][S];
+#pragma unroll
+  for (int r = 0; r < S; ++r) {
+    d_ok[r] = S * cd + r < g.out[0], h_ok[r] = S * ch + r < g.out[1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) w_ok[half][r] = S * (cw0 + gq + 8 * half) + r < W;
+  }
   float part[kNTiles][2] = {};
 #pragma unroll
   for (int j = 0; j < kNTiles; ++j)
@@ -184,18 +195,32 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int c = group * g.out_per_group + col;
       const int64_t row = int64_t(n) * g.out_channels + c;
       const float bc = bias[c], f = M == Mode::WriteFinal ? factor[row] : 0.f;
+      float* base = out + row * g.spatial + first;
 #pragma unroll
-      for (int cls = 0; cls < C; ++cls)
+      for (int rd = 0; rd < S; ++rd)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int rd = cls / (S * S), rh = cls / S % S, rw = cls % S;
-          const int od = S * cd + rd, oh = S * ch + rh, ow = S * (cw0 + gq + 8 * half) + rw;
-          if (od >= g.out[0] || oh >= g.out[1] || ow >= g.out[2]) continue;
-          const float e = expf(clamp_like_torch(acc[cls][j][2 * half + q] + bc, g.clamp_lo, g.clamp_hi) - shift);
-          float* dst = out + row * g.spatial + (int64_t(od) * g.out[1] + oh) * g.out[2] + ow;
-          if (M == Mode::WriteExp) *dst = e;
-          if (M == Mode::WriteFinal) *dst = e * f;
-          part[j][q] += e;
+        for (int rh = 0; rh < S; ++rh) {
+          if (!d_ok[rd] || !h_ok[rh]) continue;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            float e[S];
+#pragma unroll
+            for (int rw = 0; rw < S; ++rw) {
+              const float z = acc[(rd * S + rh) * S + rw][j][2 * half + q] + bc;
+              e[rw] = w_ok[half][rw] ? expf(clamp_like_torch(z, g.clamp_lo, g.clamp_hi) - shift) : 0.f;
+              part[j][q] += e[rw];
+            }
+            if constexpr (M == Mode::SumOnly) continue;
+            const float scale = M == Mode::WriteFinal ? f : 1.f;
+            float* dst = base + rd * HW + rh * W + 8 * S * half;
+            if (S == 2 && W % 2 == 0 && w_ok[half][0]) {  // ow even and W even: both phases, one 8-byte store
+              *reinterpret_cast<float2*>(dst) = make_float2(e[0] * scale, e[S - 1] * scale);
+            } else {
+#pragma unroll
+              for (int rw = 0; rw < S; ++rw)
+                if (w_ok[half][rw]) dst[rw] = e[rw] * scale;
+            }
+          }
         }
     }
   if constexpr (M != Mode::WriteFinal) {
