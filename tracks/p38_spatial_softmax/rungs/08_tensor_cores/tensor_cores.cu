@@ -31,34 +31,35 @@
 namespace ladder::p38 {
 namespace {
 
-constexpr int kWarps = 16, kThreads = 32 * kWarps;
+#ifndef P38_RUNG08_WARPS
+#define P38_RUNG08_WARPS 16  // warps per block (8: two blocks per SM, each stages its own weights)
+#endif
+constexpr int kWarps = P38_RUNG08_WARPS, kThreads = 32 * kWarps;
+constexpr int kBlocksPerSm = 16 / kWarps;  // 16 warps an SM at 128 registers a thread
 constexpr int kCellsW = 16;        // one m16 tile: 16 cells along w
 constexpr int kRows = kWarps;      // cell rows per block: warp w owns row w
 constexpr int kCoTile = 16;        // output channels per block: two n8 tiles
 constexpr int kNTiles = kCoTile / 8;
 constexpr int kCi = 8;             // input channels per step: the mma's k
-constexpr int kSlots = 8;          // a (cell, tap) entry's 8 channels, in channel_slot order
+constexpr int kSlots = 8;          // input channels of a chunk, as pack_weights orders them
 
 enum class Mode { WriteExp, SumOnly, WriteFinal };
 
-/// Where input channel cl (0..7) of a chunk sits among its 8 shared-memory slots: channels t and
-/// t+4 side by side (order 0 4 1 5 2 6 3 7), so the pair (t, t+4) that a thread's a0/a2 (and b0/b1)
-/// need is one 8-byte load at slot 2t.
-__host__ __device__ constexpr int channel_slot(int cl) { return 2 * (cl % 4) + cl / 4; }
-static_assert(channel_slot(0) == 0 && channel_slot(4) == 1 && channel_slot(1) == 2 && channel_slot(5) == 3 &&
-                  channel_slot(2) == 4 && channel_slot(6) == 5 && channel_slot(3) == 6 && channel_slot(7) == 7,
-              "the staging's two float4 stores write slots 0-7 as channels 0 4 1 5 2 6 3 7");
-
-/// The weights, TF32-rounded, as the B fragments read them: wt[group][chunk][tap][co][slot], co
-/// padded to a multiple of kCoTile and ci to a multiple of kCi with zeros.
-/// weight: (in_channels, out_per_group, K^3) fp32. One thread per packed element.
+/// The weights, TF32-rounded, as the B fragments read them: per (group, chunk of 8 input channels,
+/// tap, tile of kCoTile channels) 128 floats (gq 8, tq 4, e 4), where lane 4*gq + tq finds its B
+/// fragments of both n8 tiles in one float4: e = (ci tq, co gq), (ci tq+4, co gq), (ci tq, co 8+gq),
+/// (ci tq+4, co 8+gq), that is (b0, b1) of tile 0 then of tile 1. Zero past in_per_group and
+/// out_per_group (co padded to co_pad, a multiple of kCoTile). weight: (in_channels, out_per_group,
+/// K^3) fp32. One thread per packed element.
 __global__ void pack_weights(Geometry g, int co_pad, const float* __restrict__ weight, float* __restrict__ wt) {
   const int K3 = g.taps, chunks = (g.in_per_group + kCi - 1) / kCi;
   const int64_t total = int64_t(g.groups) * chunks * K3 * co_pad * kSlots;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int slot = int(i % kSlots), co = int(i / kSlots % co_pad), tap = int(i / (kSlots * co_pad) % K3);
-    const int64_t gc = i / (int64_t(kSlots) * co_pad * K3);  // group * chunks + chunk
-    const int ci = int(gc % chunks) * kCi + (slot % 2) * 4 + slot / 2;  // channel_slot's inverse
+    const int e = int(i % 4), tq = int(i / 4 % 4), gq = int(i / 16 % 8);
+    const int64_t tile_index = i / (kCoTile * kSlots);  // ((group * chunks + chunk) * K3 + tap) * tiles + tile
+    const int tiles = co_pad / kCoTile, tile = int(tile_index % tiles), tap = int(tile_index / tiles % K3);
+    const int64_t gc = tile_index / (int64_t(tiles) * K3);  // group * chunks + chunk
+    const int ci = int(gc % chunks) * kCi + tq + 4 * (e % 2), co = tile * kCoTile + gq + 8 * (e / 2);
     const int group = int(gc / chunks);
     float v = 0.f;
     if (ci < g.in_per_group && co < g.out_per_group)
@@ -66,23 +67,25 @@ __global__ void pack_weights(Geometry g, int co_pad, const float* __restrict__ w
     wt[i] = __uint_as_float(tf32_bits(v));
   }
 }
+static_assert(kNTiles == 2 && kSlots * kCoTile == 128, "pack_weights' float4 holds the B fragments of two n8 tiles");
 
 /// Block (kThreads): kRows x kCellsW cells at one cell depth cd, for one sample and kCoTile channels
 /// of one group; warp w owns cell row w: one m16 tile (16 cells along w) by kNTiles n8 tiles.
 /// grid.x: spatial tiles (also the partials per row); grid.y: (sample, group, channel tile).
 /// pooled (batch, in_channels, pooled D*H*W); wt from pack_weights; out and partials as rung 07's.
 template <int S, int K, int PAD, Mode M>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     mma_subpixel_conv(Geometry g, const float* __restrict__ pooled, const float* __restrict__ wt, int co_pad,
                       const float* __restrict__ bias, float shift, const float* __restrict__ factor,
                       float* __restrict__ out, float* __restrict__ partials) {
   using T = Taps<S, K, PAD>;
-  constexpr int K3 = K * K * K, SP = T::span, PR = kRows + SP - 1, PC = kCellsW + SP - 1, C = S * S * S;
-  // patch: (SP depths, PR rows, PC columns, kSlots channels) of the chunk's pooled input, TF32
-  // w_s:   (K3 taps, kCoTile channels, kSlots input channels) of the chunk's weights, TF32
-  __shared__ __align__(16) float patch[SP * PR * PC * kSlots];
+  constexpr int K3 = K * K * K, SP = T::span, PR = kRows + SP - 1, NX = 8 + SP - 1, C = S * S * S;
+  // patch: (SP depths, PR rows, NX column pairs, 4 tq, 4) of the chunk's pooled input, TF32: entry
+  //        (a, r, x, tq) = (col x ch tq, col x+8 ch tq, col x ch tq+4, col x+8 ch tq+4), the A
+  //        fragment (a0, a1, a2, a3) of lane (x - c, tq) at column offset c, in one 16-byte load
+  // w_s:   (K3 taps, 32 lanes, 4) of the chunk's weights, TF32, pack_weights' order
+  __shared__ __align__(16) float patch[SP * PR * NX * 16];
   __shared__ __align__(16) float w_s[K3 * kCoTile * kSlots];
-  __shared__ float red[kWarps][kCoTile];
 
   const int cells_h = (g.out[1] + S - 1) / S, cells_w = (g.out[2] + S - 1) / S;
   const int tiles_h = (cells_h + kRows - 1) / kRows, tiles_w = (cells_w + kCellsW - 1) / kCellsW;
@@ -97,26 +100,43 @@ __global__ void __launch_bounds__(kThreads, 1)
   // acc[class][n8 tile][d0..d3]: class r = (rd*S + rh)*S + rw; d0/d1 cell gq, d2/d3 cell gq + 8;
   // d0/d2 channel 2tq, d1/d3 channel 2tq + 1 of the n8 tile.
   float acc[C][kNTiles][4] = {};
-  // Staging: a thread takes one patch position at a time and loads its 8 channels at once (8 loads
-  // in flight), then stores them rounded to TF32 as two float4s in channel_slot order.
-  constexpr int kPos = SP * PR * PC;
+  // Staging: a thread owns up to kPosIters entries (a, r, x) and loads their 16 values at once
+  // (8 channels of columns x and x + 8, all in flight), then stores them rounded to TF32 as four
+  // float4s. A column's offset is the same in every chunk: worked out once (-1: outside the input).
+  constexpr int kPos = SP * PR * NX, kPosIters = (kPos + kThreads - 1) / kThreads;
   constexpr int kW4 = K3 * kCoTile * kSlots / 4, kWIters = (kW4 + kThreads - 1) / kThreads;
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    __syncthreads();  // the previous chunk's tiles are no longer read
-    for (int pos = tid; pos < kPos; pos += kThreads) {
-      const int c = pos % PC, r = pos / PC % PR, a = pos / (PC * PR);
-      const int id = cd + T::kLo + a, ih = ch0 + T::kLo + r, iw = cw0 + T::kLo + c;
+  int src[kPosIters][2];
+#pragma unroll
+  for (int k = 0; k < kPosIters; ++k) {
+    const int pos = tid + k * kThreads, x = pos % NX, r = pos / NX % PR, a = pos / (NX * PR);
+    const int id = cd + T::kLo + a, ih = ch0 + T::kLo + r;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int iw = cw0 + T::kLo + x + 8 * h;
       const bool inside = unsigned(id) < unsigned(g.pooled[0]) && unsigned(ih) < unsigned(g.pooled[1]) &&
                           unsigned(iw) < unsigned(g.pooled[2]);
-      const float* src = in_group + int64_t(chunk) * kCi * g.pooled_spatial + (int64_t(id) * g.pooled[1] + ih) * g.pooled[2] + iw;
-      float v[kCi];
+      src[k][h] = inside ? (id * g.pooled[1] + ih) * g.pooled[2] + iw : -1;  // a plane fits in an int (make_geometry)
+    }
+  }
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    __syncthreads();  // the previous chunk's tiles are no longer read
+    const float* chunk_in = in_group + int64_t(chunk) * kCi * g.pooled_spatial;
 #pragma unroll
-      for (int cl = 0; cl < kCi; ++cl)
-        v[cl] = inside && chunk * kCi + cl < g.in_per_group ? __ldg(src + cl * g.pooled_spatial) : 0.f;
-      float4* dst = reinterpret_cast<float4*>(patch + pos * kSlots);
+    for (int k = 0; k < kPosIters; ++k) {
+      const int pos = tid + k * kThreads;
+      if (pos >= kPos) break;
+      float v[2][kCi];  // (column x | x + 8, channel)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int cl = 0; cl < kCi; ++cl)
+          v[h][cl] = src[k][h] >= 0 && chunk * kCi + cl < g.in_per_group
+                         ? __ldg(chunk_in + cl * g.pooled_spatial + src[k][h])
+                         : 0.f;
+      float4* dst = reinterpret_cast<float4*>(patch + pos * 16);
       auto t = [](float x) { return __uint_as_float(tf32_bits(x)); };
-      dst[0] = make_float4(t(v[0]), t(v[4]), t(v[1]), t(v[5]));  // slots 0-3: channels 0 4 1 5
-      dst[1] = make_float4(t(v[2]), t(v[6]), t(v[3]), t(v[7]));  // slots 4-7: channels 2 6 3 7
+#pragma unroll
+      for (int q = 0; q < 4; ++q) dst[q] = make_float4(t(v[0][q]), t(v[1][q]), t(v[0][q + 4]), t(v[1][q + 4]));
     }
     const float4* wsrc =
         reinterpret_cast<const float4*>(wt + ((int64_t(group) * chunks + chunk) * K3 * co_pad + co0) * kSlots);
@@ -137,12 +157,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int b = 0; b < SP; ++b)
 #pragma unroll
         for (int c = 0; c < SP; ++c) {
-          // A fragment at input offset (a, b, c): cells gq and gq + 8 of row `warp`, channels (tq, tq+4).
-          const float* ap = patch + ((a * PR + warp + b) * PC + c + gq) * kSlots + 2 * tq;
-          const float2 lo = *reinterpret_cast<const float2*>(ap);
-          const float2 hi = *reinterpret_cast<const float2*>(ap + 8 * kSlots);
-          const uint2 a_lo{__float_as_uint(lo.x), __float_as_uint(lo.y)};  // (a0, a2)
-          const uint2 a_hi{__float_as_uint(hi.x), __float_as_uint(hi.y)};  // (a1, a3)
+          // A fragment at input offset (a, b, c): (a0, a1, a2, a3) = cells gq, gq + 8 of row `warp`,
+          // channels tq and tq + 4.
+          const uint4 af = *reinterpret_cast<const uint4*>(patch + ((a * PR + warp + b) * NX + c + gq) * 16 + tq * 4);
+          const uint2 a_lo{af.x, af.z}, a_hi{af.y, af.w};  // mma_tf32 passes (lo.x, hi.x, lo.y, hi.y)
 #pragma unroll
           for (int rd = 0; rd < S; ++rd)
 #pragma unroll
@@ -159,13 +177,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                     for (int kw = 0; kw < K; ++kw) {
                       if (!T::meets(rw, kw) || (rw + PAD - kw) / S - T::kLo != c) continue;
                       const int tap = (kd * K + kh) * K + kw, cls = (rd * S + rh) * S + rw;
-#pragma unroll
-                      for (int j = 0; j < kNTiles; ++j) {
-                        // B fragment: channels (tq, tq+4) of output channel 8j + gq, this tap.
-                        const float2 bv =
-                            *reinterpret_cast<const float2*>(w_s + (tap * kCoTile + 8 * j + gq) * kSlots + 2 * tq);
-                        mma_tf32(acc[cls][j], a_lo, a_hi, uint2{__float_as_uint(bv.x), __float_as_uint(bv.y)});
-                      }
+                      // B fragments of both n8 tiles: (ci tq, tq+4) of channels gq and 8 + gq, this tap.
+                      const float4 bv = *reinterpret_cast<const float4*>(w_s + tap * kCoTile * kSlots + lane * 4);
+                      mma_tf32(acc[cls][0], a_lo, a_hi, uint2{__float_as_uint(bv.x), __float_as_uint(bv.y)});
+                      mma_tf32(acc[cls][1], a_lo, a_hi, uint2{__float_as_uint(bv.z), __float_as_uint(bv.w)});
                     }
                 }
             }
@@ -224,7 +239,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
     }
   if constexpr (M != Mode::WriteFinal) {
-    // Sum over the 8 lanes that share tq (the cells), then over the warps in a fixed order.
+    // Sum over the 8 lanes that share tq (the cells), then over the warps in a fixed order, in
+    // red (kWarps, kCoTile), which reuses the patch once every warp is past its last mma.
+    static_assert(kWarps * kCoTile <= SP * PR * NX * 16, "red fits in the patch");
+    float(*red)[kCoTile] = reinterpret_cast<float(*)[kCoTile]>(patch);
+    __syncthreads();
 #pragma unroll
     for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
