@@ -225,6 +225,19 @@ def owners_in(root, paths):
     return out
 
 
+def rung_lists(root, config, rung):
+    """Track rung `rung`'s settings as it is graded (problems.rung_settings): its rung.json's
+    "grader" (its own problem lists, where it has them) over its track's in config, rungs.json's.
+    Read here, not through grader/rung_meta.py, which imports this module."""
+    track, number = rung.split("-")
+    path = os.path.join(root, track_rung_folders(root)[rung], "rung.json")
+    own = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            own = json.load(f).get("grader", {})
+    return problems.rung_settings({**problems.track_settings(config, track), "rungs": {number: own}}, number)
+
+
 def plan(root, rungs, stub_needed=False):
     """What a handout of `rungs` holds: (files to ship, the rungs whose regions are stubbed,
     {rung: the files it declares}). Raises HandoutError for an unknown rung, one without regions,
@@ -263,6 +276,8 @@ def plan(root, rungs, stub_needed=False):
             config = json.load(f)
         track_files += [problems.track_settings(config, t)[k] for t in tracks if t in config.get("tracks", {})
                         for k in ("public", "practice")]
+        track_files += [rung_lists(root, config, r)[k] for r in track_ids if r.split("-")[0] in config.get("tracks", {})
+                        for k in ("public", "practice")]  # a rung's own lists (p74-10's)
     ship = [f for f in files if any(fnmatch.fnmatch(f, g) for g in SHIP)] + shipped_stage_files + libs + track_files \
         + profiles
     ship = sorted(set(f for f in ship if not forbidden(f)))
@@ -445,8 +460,13 @@ def write_track_readme(root, out, manifest):
                      + " |" for r in rungs)
     numbers = ",".join(r.split("-")[1] for r in rungs)
     with open(os.path.join(root, "grader", "rungs.json"), encoding="utf-8") as f:
-        t, _ = problems.settings(json.load(f), rungs[0])
+        config = json.load(f)
+    t, _ = problems.settings(config, rungs[0])
     about = t.get("readme", {})
+
+    def lists(key):  # the assigned rungs' problem lists of `key`, each once (the template quotes them)
+        named = [rung_lists(root, config, r)[key] for r in rungs]
+        return "`, `".join(sorted(set(named), key=named.index))
     for key, value in {"{{RUNGS}}": ", ".join(rungs), "{{RUNG_TABLE}}": rows, "{{TRACK}}": name,
                        "{{TRACK_FOLDER}}": folder, "{{RUNG_NUMBERS}}": numbers, "{{FIRST_RUNG}}": rungs[0],
                        "{{TRACK_TITLE}}": about.get("title", f"the {name} track"),
@@ -454,7 +474,7 @@ def write_track_readme(root, out, manifest):
                        "{{PROGRAM}}": t["program"], "{{RUNG_TESTS}}": f"{name}_rung_tests",
                        "{{TRY_ARGS}}": about.get("try", ""), "{{OPTIONS}}": about.get("options", "`--help` names them"),
                        "{{CHECKED}}": about.get("checked", ""),
-                       "{{PUBLIC}}": t["public"], "{{PRACTICE}}": t["practice"]}.items():
+                       "{{PUBLIC}}": lists("public"), "{{PRACTICE}}": lists("practice")}.items():
         text = text.replace(key, value)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(text)

@@ -78,6 +78,19 @@ def settings(config, rung):
         raise ValueError(f"rung {rung}: {e}") from None
 
 
+# What a rung's own settings (its rung.json "grader", merged under the track's "rungs") may replace
+# of its track's: a rung that runs only a family of the track's problems (p74-10, the KernelBench
+# geometry) has problem lists and sanitizer problems of its own.
+RUNG_OVERRIDES = ("public", "practice", "hidden", "sanitizer_problems", "probe")
+
+
+def rung_settings(t, number):
+    """The track's settings t (track_settings) as rung `number` is graded: its own RUNG_OVERRIDES
+    over the track's."""
+    own = t.get("rungs", {}).get(number, {})
+    return {**t, **{k: own[k] for k in RUNG_OVERRIDES if k in own}}
+
+
 # How a track's program reports a rung: "check", the key of a rung entry's agreement with the
 # oracle; "floors", the section of the report's "floors" timed against (None: flat floors);
 # "direction", the entry taken where a rung reports two passes; "floors_about", the floors line.

@@ -12,7 +12,10 @@ rung's tracks/T_x/rungs/NN_name/rung.json. Its keys:
   "profile"  the Nsight Compute capture (scripts/capture_profiles.sh): "kernel_filter" and the
              problem's "args";
   "grader"   the rung's grading settings (what grader/rungs.json's "rungs" held for it): its
-             "timing" and, for a TF32 rung, "precision" (a track rung: its "timing" args);
+             "timing" and, for a TF32 rung, "precision" (a track rung: its "timing" args, and
+             optionally its "report" settings and, for a rung that runs only a family of the
+             track's problems, its own "public", "practice", "hidden" lists and
+             "sanitizer_problems": grader/problems.py's RUNG_OVERRIDES);
   "build"    how CMake compiles the stage (cmake/Stages.cmake): {"sm_90a": true} builds sm_90a
              in place of sm_90, for Hopper-only instructions (wgmma); "fallback": {"macro",
              "what"} is the build that takes an older GPU's path (compiled with the macro,

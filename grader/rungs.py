@@ -98,7 +98,10 @@ def hidden_lists(config, ids):
     graded (or no track), each graded track's that rungs.json lists."""
     tracks = sorted({r.split("-")[0] for r in ids if handout.is_track_rung(r)})
     stages = [HIDDEN_STAGES] if not tracks or any(not handout.is_track_rung(r) for r in ids) else []
-    return stages + [problems.track_settings(config, t)["hidden"] for t in tracks if t in config.get("tracks", {})]
+    lists = [problems.track_settings(config, t)["hidden"] for t in tracks if t in config.get("tracks", {})]
+    lists += [problems.rung_settings(problems.track_settings(config, t), n)["hidden"]
+              for t, n in (r.split("-") for r in ids if handout.is_track_rung(r)) if t in config.get("tracks", {})]
+    return stages + sorted(set(lists), key=lists.index)
 
 
 def declared_files(root, ids):
@@ -136,6 +139,7 @@ def resolve(root, config, ids, declared, submission, official):
         if handout.is_track_rung(r):
             t, number = problems.settings(config, r)
             own = t.get("rungs", {}).get(number, {})
+            t = problems.rung_settings(t, number)  # its own problem lists, where it has them
             source = handout.track_rungs(root)[r]
             name = f"{r} {handout.rung_name(root, r)}"
             rung = Rung(

@@ -364,6 +364,52 @@ def check_three_products(fn):
     return True, f"{loops[0].where()}: {len(products)} mma on {pairs} fragment pairs, 2 in 3 with a split operand"
 
 
+TF32_MASK = "0xffffe000"  # the low 13 mantissa bits cleared: a TF32 value in an FP32 register
+TF32_HALF = "0x1000"      # half a TF32 unit in the last place, as an integer on the float's bits
+INT_ADD = re.compile(r"(IADD3|IADD|IADD32I|VIADD)(\.|$)|IMAD\.IADD")
+SET_CONSTANT = re.compile(r"(MOV|MOV32I)(\.|$)|IMAD\.MOV")
+
+
+def check_tf32_rounded(fn):
+    """TF32 operands rounded to nearest, as cvt.rna.tf32.f32 does: nvcc compiles it (tf32_bits) to
+    an integer add of 0x1000 to the float's bits (IADD3, or IMAD.IADD with 0x1000 in a register;
+    predicated, so that NaN and infinity are left alone) and then the mask 0xffffe000 (LOP3.LUT).
+    Every mask in the kernel must take a value that went through such an add, and there must be
+    one. Traced in address order: a register holds 0x1000 after a MOV of it, a register is
+    rounded after an add of 0x1000 (or of a register holding it), until an unpredicated write
+    replaces it. Fails on truncation (the mask without the add: tf32(x) = bits & 0xffffe000) and
+    on operands never rounded (no mask: the tensor core drops the low bits itself)."""
+    half, added, masks, bare = set(), set(), 0, None
+    for ins in fn.code:
+        if ins.base == "LOP3" and TF32_MASK in ins.args[1:]:
+            masks += 1
+            src = next((int(m.group(1)) for a in ins.args[1:] if (m := REGISTER.match(a))), None)
+            if src not in added and bare is None:
+                bare = ins
+        dest = destination(ins)
+        if dest is None:
+            continue
+        reg = dest[0]
+        srcs = ins.args[1:]
+        if SET_CONSTANT.match(ins.op) and srcs and srcs[-1] == TF32_HALF and not ins.pred:
+            half.add(reg)
+            added.discard(reg)
+        elif INT_ADD.match(ins.op) and any(a == TF32_HALF or ((m := REGISTER.match(a)) and int(m.group(1)) in half)
+                                           for a in srcs):
+            added.add(reg)
+            half.discard(reg)
+        elif not ins.pred:
+            half.discard(reg)
+            added.discard(reg)
+    if not masks:
+        return False, (f"no TF32 mask (LOP3.LUT with {TF32_MASK}): the operands are never rounded to TF32 "
+                       f"(cvt.rna.tf32.f32, tf32_bits)")
+    if bare is not None:
+        return False, (f"{bare.text()} at {bare.addr:#06x} masks a value that no integer add of {TF32_HALF} "
+                       f"rounded: truncation, not cvt.rna's rounding to nearest")
+    return True, f"{masks} TF32 mask(s) ({TF32_MASK}), each after an add of {TF32_HALF}: cvt.rna"
+
+
 TEMPLATE_INT = re.compile(r"I(?:Li|Lj)(\d+)E")
 
 
@@ -400,7 +446,7 @@ CHECKS = {"present": check_present, "absent": check_absent, "atomic_per_element"
           "block_tree": check_block_tree, "shuffles": check_shuffles, "wide_loads_loop": check_wide_loads_loop,
           "loop_has": check_loop_has, "not_in_loop": check_not_in_loop, "smem_operands": check_smem_operands,
           "register_tile": check_register_tile, "async_pipeline": check_async_pipeline,
-          "mma_loop": check_mma_loop, "three_products": check_three_products,
+          "mma_loop": check_mma_loop, "three_products": check_three_products, "tf32_rounded": check_tf32_rounded,
           "wgmma_products": check_wgmma_products}
 
 # What each kind is called in a report line when the rule gives no "what".
@@ -409,6 +455,7 @@ WHAT = {"atomic_per_element": "a global atomic add per element", "block_tree": "
         "smem_operands": "FMAs fed from shared memory", "register_tile": "register tiling (FMAs per shared load)",
         "async_pipeline": "a cp.async double-buffered pipeline", "mma_loop": "TF32 mma in an inner loop",
         "three_products": "3xTF32: three mma per fragment pair",
+        "tf32_rounded": "operands rounded to TF32 to nearest (cvt.rna: an add of 0x1000, then the mask)",
         "wgmma_products": "3xTF32 on wgmma: three HGMMA per accumulator and tap"}
 
 # ---- the rules --------------------------------------------------------------------------------

@@ -601,10 +601,12 @@ class ProblemsTest(unittest.TestCase):
         hidden = {c.category for c in problems.load(os.path.join(grader, "hidden", "hidden.problems"))}
         self.assertEqual(practice, hidden)
         with open(os.path.join(grader, "rungs.json"), encoding="utf-8") as f:
-            config = json.load(f)
-        for name in config["tracks"]:
-            t = problems.track_settings(config, name)
-            with self.subTest(track=name):
+            config = rung_meta.with_rung_settings(json.load(f), ROOT)  # the rungs' own lists too (p74-10)
+        graded = [(name, problems.rung_settings(problems.track_settings(config, name), n))
+                  for name in config["tracks"] for n in [None, *problems.track_settings(config, name).get("rungs", {})]]
+        self.assertIn("grader/p74_forward_public.problems", {t["public"] for _, t in graded})
+        for name, t in graded:
+            with self.subTest(track=name, lists=t["public"]):
                 self.assertGreater(len(problems.load(os.path.join(ROOT, t["public"]))), 0)
                 practice = {c.category for c in problems.load(os.path.join(ROOT, t["practice"]))}
                 self.assertEqual(practice, {c.category for c in problems.load(os.path.join(ROOT, t["hidden"]))})
@@ -892,6 +894,15 @@ class TrackGradeTest(unittest.TestCase):
                 t, number = problems.settings(config, rung)
                 self.assertIn("timing", t["rungs"][number], rung)
                 self.assertTrue(technique.TRACK_RULES.get(rung), rung)  # its technique rules
+        # A rung with problem lists of its own (p74-10: the KernelBench geometry family, forward)
+        t, number = problems.settings(config, "p74-10")
+        own = problems.rung_settings(t, number)
+        self.assertEqual((own["public"], own["hidden"]), ("grader/p74_forward_public.problems",
+                                                          "grader/hidden/p74_forward_hidden.problems"))
+        self.assertEqual(len(own["sanitizer_problems"]), 2)
+        self.assertEqual(problems.rung_settings(t, "08")["public"], "grader/p74_public.problems")  # the track's
+        self.assertEqual(problems.report_settings(t, number)["direction"], "forward")
+        self.assertIn("grader/hidden/p74_forward_hidden.problems", rungs.hidden_lists(config, ["p74-10"]))
 
     def test_sanitizer_timeout_stops_the_program(self):
         # A compute-sanitizer that starts the program and hangs: the timeout must stop both.

@@ -40,8 +40,9 @@ from tooling.checks import sass as sass_model  # noqa: E402
 
 DATA = os.path.join(ROOT, "grader", "tests", "testdata", "technique")
 # Saved: sm_90 (the tuned GPU) for every rung, and sm_75 (what CI's grader checks build: no TF32
-# mma, no cp.async) for the rungs CI grades. Compiled now (LADDER_TECHNIQUE_COMPILE): sm_90, and
-# sm_80 for the rungs that need it, sm_75 for the others. A rung whose rules say "needs_sm90a"
+# mma, no cp.async) for the rungs CI grades, but for the TF32 ones (their rules need sm_80).
+# Compiled now (LADDER_TECHNIQUE_COMPILE): sm_90, and sm_80 for the rungs that need it, sm_75 for
+# the others. A rung whose rules say "needs_sm90a"
 # (wgmma, the bulk copy: its rung.json builds it for sm_90a in place of sm_90) is saved and
 # compiled for sm_90a alone: no other architecture's code holds its idea.
 CI_RUNGS = ("02_", "03_", "04_", "p38-", "p74-")
@@ -67,7 +68,8 @@ class Variant:
     def saved_archs(self):
         if self.sm90a:
             return ("sm_90a",)
-        return ("sm_90", "sm_75") if self.rung.startswith(CI_RUNGS) else ("sm_90",)
+        tf32 = any(r.get("needs_sm80") for r in self.rules)  # sm_75 code has no TF32 mma: nothing to save
+        return ("sm_90", "sm_75") if self.rung.startswith(CI_RUNGS) and not tf32 else ("sm_90",)
 
     def compile_archs(self):
         if self.sm90a:
@@ -515,6 +517,42 @@ namespace cg = cooperative_groups;
     atomicAdd(&grad_multiplier[c], sum.x);
     atomicAdd(&grad_bias[c], sum.y);
 """)], ("absent",), "the second pass adds with float atomics (grader/fixtures/p74-08)"),
+
+    Variant("p38-08", "honest"),
+    Variant("p38-08", "truncate_not_round", [(f"{P38}/08_tensor_cores/tensor_cores.cu", """\
+      auto t = [](float x) { return __uint_as_float(tf32_bits(x)); };
+""", """\
+      auto t = [](float x) { return __uint_as_float(__float_as_uint(x) & 0xffffe000u); };
+""")], ("tf32_rounded",), "the staged inputs truncated (a mask without the add of 0x1000; grader/fixtures/p38-08)"),
+    Variant("p38-08", "ffma_not_mma", [(f"{P38}/08_tensor_cores/tensor_cores.cu", """\
+                      mma_tf32(acc[cls][0], a_lo, a_hi, uint2{__float_as_uint(bv.x), __float_as_uint(bv.y)});
+                      mma_tf32(acc[cls][1], a_lo, a_hi, uint2{__float_as_uint(bv.z), __float_as_uint(bv.w)});
+""", """\
+                      for (int e = 0; e < 4; ++e) {  // FP32 FMAs on the fragments' values: no mma
+                        acc[cls][0][e] += __uint_as_float(e < 2 ? a_lo.x : a_hi.y) * (e % 2 ? bv.y : bv.x);
+                        acc[cls][1][e] += __uint_as_float(e < 2 ? a_lo.y : a_hi.x) * (e % 2 ? bv.w : bv.z);
+                      }
+""")], ("loop_has", "not_in_loop"), "FP32 FMAs in the chunk loop in place of the mma (grader/fixtures/p38-08)"),
+
+    Variant("p74-10", "honest"),
+    Variant("p74-10", "truncate_not_round", [(f"{P74}/rungs/10_tensor_cores/tensor_cores.cu", """\
+      x_s[px * kCiChunk + x_slot] = __uint_as_float(tf32_bits(v));  // rounded to nearest by its copier
+""", """\
+      x_s[px * kCiChunk + x_slot] = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+""")], ("tf32_rounded",), "the staged x truncated (a mask without the add of 0x1000; grader/fixtures/p74-10)"),
+    Variant("p74-10", "weights_unrounded", [(f"{P74}/rungs/10_tensor_cores/tensor_cores.cu", """\
+  wt[e] = __uint_as_float(tf32_bits(v));
+""", """\
+  wt[e] = v;
+""")], ("tf32_rounded",), "the laid-out weights never rounded: the mma truncates them (grader/fixtures/p74-10)"),
+    Variant("p74-10", "ffma_not_mma", [(f"{P74}/rungs/10_tensor_cores/tensor_cores.cu", """\
+              for (int nt = 0; nt < kNTiles; ++nt) mma_tf32(acc[p][mt][nt], a_lo[mt], a_hi[mt], b[nt]);
+""", """\
+              for (int nt = 0; nt < kNTiles; ++nt)  // FP32 FMAs on the fragments' values: no mma
+                for (int e = 0; e < 4; ++e)
+                  acc[p][mt][nt][e] += __uint_as_float(e < 2 ? a_lo[mt].x : a_hi[mt].y) *
+                                       __uint_as_float(e % 2 ? b[nt].y : b[nt].x);
+""")], ("loop_has", "not_in_loop"), "FP32 FMAs in the chunk loop in place of the mma (grader/fixtures/p74-10)"),
 ]
 
 
@@ -571,17 +609,21 @@ def compile_variant(v, arch, nvcc, cuobjdump):
 
 def trim(text, rules):
     """The disassembly reduced to what the rules read: the functions they name, one template
-    instantiation (KW = 3) of each, and, for a rule on every function (kernel ""), those that
+    instantiation (KW = 3) of each that has one (every instantiation of the others), and, for a rule on every function (kernel ""), those that
     break it; instructions without their encodings."""
     kernels = {r["kernel"] for r in rules} - {""}
     every = [re.compile(r["sass"]) for r in rules if r["kernel"] == ""]
     templated = re.compile(r"ILi(\d)E")
+    functions = technique.parse(text)
+    # kernels with a KW = 3 instantiation keep only it; others (p38-08's mma_subpixel_conv<S, ...>) keep all
+    with_kw3 = {k for k in kernels for f in functions if k in f.short and (t := templated.search(f.short))
+                and t.group(1) == "3"}
     out = []
-    for f in technique.parse(text):
+    for f in functions:
         named = any(k in f.short for k in kernels)
         breaks = any(p.match(i.op) for p in every for i in f.code)
         t = templated.search(f.short)
-        if not (named or breaks) or (t and t.group(1) != "3"):
+        if not (named or breaks) or (t and t.group(1) != "3" and any(k in f.short for k in with_kw3)):
             continue
         out += [f"\tarch = {f.arch}", f"\t\tFunction : {f.name}"]
         out += [f"        /*{i.addr:04x}*/  {i.text()} ;" for i in f.code]
@@ -839,6 +881,19 @@ class Model(unittest.TestCase):
         self.assertTrue(check(kernel(kw2, *["R24"] * 8))[0])                   # 4 a tap: small*small, or 2 rows a trip
         self.assertFalse(check(technique.parse("\tarch = sm_90a\n\t\tFunction : " + kw2 +
                                                "\n        /*0000*/                   EXIT ;")[0])[0])
+
+    def test_tf32_rounding_is_an_add_then_the_mask(self):
+        check = technique.check_tf32_rounded
+        rna = ["LDG.E R5, desc[UR4][R2.64]", "FSETP.GEU.AND P0, PT, |R5|, +INF , PT", "IMAD.MOV.U32 R7, RZ, RZ, 0x1000",
+               "@!P0 IMAD.IADD.U32 R5, R5, 0x1, R7", "LOP3.LUT R9, R5, 0xffffe000, RZ, 0xc0, !PT", "STS [R0], R9"]
+        self.assertTrue(check(sass(*rna)[0])[0])                                    # cvt.rna as nvcc 13 writes it
+        self.assertTrue(check(sass("IADD3 R5, R5, 0x1000, RZ", "LOP3.LUT R9, R5, 0xffffe000, RZ, 0xc0, !PT")[0])[0])
+        ok, detail = check(sass("LDG.E R5, desc[UR4][R2.64]", "LOP3.LUT R9, R5, 0xffffe000, RZ, 0xc0, !PT")[0])
+        self.assertFalse(ok)                                                        # truncation: the mask alone
+        self.assertIn("truncation", detail)
+        ok, detail = check(sass(*rna[:4], "MOV R5, R3", rna[4])[0])                # the add overwritten first
+        self.assertFalse(ok)
+        self.assertFalse(check(sass("LDG.E R5, desc[UR4][R2.64]", "STS [R0], R5")[0])[0])  # never rounded
 
     def test_mma_products_trace_fragments_to_their_loads(self):
         split = [f"LOP3.LUT R{30 + k}, R{10 + k}, 0xffffe000, RZ, 0xc0, !PT" for k in range(4)]

@@ -25,6 +25,7 @@
 #include "../../rung.hpp"
 #include "mma_tf32.cuh"  // mma_tf32, tf32_bits, tf32_mma_in
 #include "rung_id.hpp"   // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "todo.cuh"      // ladder_todo: the handout's stubs
 
 #ifndef P38_RUNG08_RECOMPUTE
 #define P38_RUNG08_RECOMPUTE 0  // 1: sum, then recompute and write once (rung 06's plan)
@@ -54,6 +55,9 @@ enum class Mode { WriteExp, SumOnly, WriteFinal };
 /// out_per_group (co padded to co_pad, a multiple of kCoTile). weight: (in_channels, out_per_group,
 /// K^3) fp32. One thread per packed element.
 __global__ void pack_weights(Geometry g, int co_pad, const float* __restrict__ weight, float* __restrict__ wt) {
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("p38-08.1", "pack_weights: wt[i], a weight in the B fragments' order, rounded to TF32");
+  // STUB: ladder_unused(g, co_pad, weight, wt);
   const int K3 = g.taps, chunks = (g.in_per_group + kCi - 1) / kCi;
   const int64_t total = int64_t(g.groups) * chunks * K3 * co_pad * kSlots;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -68,6 +72,7 @@ __global__ void pack_weights(Geometry g, int co_pad, const float* __restrict__ w
       v = weight[(int64_t(group * g.in_per_group + ci) * g.out_per_group + co) * K3 + tap];
     wt[i] = __uint_as_float(tf32_bits(v));
   }
+  // END SOLUTION
 }
 static_assert(kNTiles == 2 && kSlots * kCoTile == 128, "pack_weights' float4 holds the B fragments of two n8 tiles");
 
@@ -136,7 +141,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
                          ? __ldg(chunk_in + cl * g.pooled_spatial + src[k][h])
                          : 0.f;
       float4* dst = reinterpret_cast<float4*>(patch + pos * 16);
+      // BEGIN SOLUTION
+      // STUB: if (chunk == 0 && k == 0) ladder_todo("p38-08.2", "staging: t(x) rounds x to TF32 (cvt.rna)");
+      // STUB: auto t = [](float x) { return x; };
       auto t = [](float x) { return __uint_as_float(tf32_bits(x)); };
+      // END SOLUTION
 #pragma unroll
       for (int q = 0; q < 4; ++q) dst[q] = make_float4(t(v[0][q]), t(v[1][q]), t(v[0][q + 4]), t(v[1][q + 4]));
     }
@@ -153,6 +162,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       if (tid + k * kThreads < kW4) reinterpret_cast<float4*>(w_s)[tid + k * kThreads] = wv[k];
     __syncthreads();
 
+    // BEGIN SOLUTION
+    // STUB: if (chunk == 0) ladder_todo("p38-08.3", "the chunk's mma: each offset's A fragment, then its taps");
+    // STUB: ladder_unused(patch, w_s, warp, lane, gq, tq, acc);
 #pragma unroll
     for (int a = 0; a < SP; ++a)
 #pragma unroll
@@ -187,6 +199,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
                 }
             }
         }
+    // END SOLUTION
   }
 
   // Epilogue: bias, clamp, exp(z - shift); store (WriteExp: e, WriteFinal: e * factor) and/or sum.

@@ -20,16 +20,19 @@
 // that stages it to shared memory, the weights once per call by tf32_weight_layout, which also
 // lays them out as the B fragments want them. So the rung is held to the TF32 bound
 // (tolerance.hpp, Precision::Tf32). Exact inputs (small dyadic numbers) are TF32 values already:
-// there it must still be exact. GPUs (or code) below sm_80 run rung 04 (tf32_mma_in).
+// there it must still be exact. GPUs (or code) below sm_80 (tf32_mma_in) take rung 03's fused
+// forward (device/forward_fused.cuh): a rung calls no other rung.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "../../device/forward_chain.cuh"
+#include "../../device/forward_fused.cuh"  // launch_fused_forward: rung 03's kernel, below sm_80
 #include "../../device/forward_pool.cuh"
 #include "../../rung.hpp"
 #include "common/toolkit/mma_tf32.cuh"  // mma_tf32, tf32_bits, tf32_mma_in
 #include "rung_id.hpp"                  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "todo.cuh"                     // ladder_todo: the handout's stubs
 
 namespace ladder::p74 {
 namespace {
@@ -79,6 +82,9 @@ TileGrid tile_grid(const Geometry& g) {
 /// kWeightFloats floats is then one contiguous copy. weight (in_channels, out_channels, 3, 3, 3).
 __global__ void tf32_weight_layout(Geometry g, TileGrid tg, const float* __restrict__ weight,
                                    float* __restrict__ wt) {
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("p74-10.1", "tf32_weight_layout: wt[e], the weight of (chunk, co_tile, tap, co, slot), TF32");
+  // STUB: ladder_unused(g, tg, weight, wt);
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= int64_t(tg.chunks) * tg.co_tiles * kWeightFloats) return;
   const int slot = int(e % kCiChunk), co = int(e / kCiChunk % kCoTile), tap = int(e / (kCiChunk * kCoTile) % kTaps);
@@ -90,6 +96,7 @@ __global__ void tf32_weight_layout(Geometry g, TileGrid tg, const float* __restr
                       ? weight[(int64_t(ci) * g.out_channels + c) * kTaps + tap]
                       : 0.f;
   wt[e] = __uint_as_float(tf32_bits(v));
+  // END SOLUTION
 }
 
 /// 1-D grid, block b = (n*tiles + tile)*co_tiles + co_tile with tile = (td*tiles_h + th)*tiles_w
@@ -153,23 +160,31 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int id = qd0 + pd, ih = qh0 + ph, iw = qw0 + pw;  // input q + shift of the cells
       const bool inside = ci < g.in_channels && id < g.in[0] && ih < g.in[1] && iw < g.in[2];
       const float v = inside ? __ldg(xc + (int64_t(id) * g.in[1] + ih) * g.in[2] + iw) : 0.f;
+      // BEGIN SOLUTION
+      // STUB: if (chunk == 0 && px < kThreads / kCiChunk) ladder_todo("p74-10.2", "staging: v rounded to TF32");
+      // STUB: x_s[px * kCiChunk + x_slot] = v;
       x_s[px * kCiChunk + x_slot] = __uint_as_float(tf32_bits(v));  // rounded to nearest by its copier
+      // END SOLUTION
     }
     const float4* w_src = reinterpret_cast<const float4*>(wt_tile + int64_t(chunk) * tg.co_tiles * kWeightFloats);
     for (int q = tid; q < kWeightFloats / 4; q += kThreads) reinterpret_cast<float4*>(w_s)[q] = __ldg(w_src + q);
     __syncthreads();
 
     // The implicit GEMM of one chunk: per shift, the A fragments once, then every tap reading it.
+    // BEGIN SOLUTION
+    // STUB: if (chunk == 0) ladder_todo("p74-10.3", "the chunk's mma: each shift's A fragments, then its taps");
+    // STUB: ladder_unused(x_s, w_s, wm, wn, gq, tq, acc);
+    // STUB: ladder_unused(pair_phase(0), pair_tap(0), pair_shift(0));  // the helpers the loop uses
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
       const int sd = s >> 2, sh = (s >> 1) & 1, sw = s & 1;
       uint2 a_lo[kMTiles], a_hi[kMTiles];
 #pragma unroll
-      for (int i = 0; i < kMTiles; ++i) {
-        const int mi = wm * kMTiles + i, dl = mi / kTH, hl = mi % kTH;
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        const int mi = wm * kMTiles + mt, dl = mi / kTH, hl = mi % kTH;
         const float* a_px = x_s + (((dl + sd) * (kTH + 1) + hl + sh) * (kTW + 1) + gq + sw) * kCiChunk + 2 * tq;
-        a_lo[i] = *reinterpret_cast<const uint2*>(a_px);
-        a_hi[i] = *reinterpret_cast<const uint2*>(a_px + 8 * kCiChunk);
+        a_lo[mt] = *reinterpret_cast<const uint2*>(a_px);
+        a_hi[mt] = *reinterpret_cast<const uint2*>(a_px + 8 * kCiChunk);
       }
 #pragma unroll
       for (int ed = 0; ed < 3; ++ed)
@@ -182,15 +197,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int p = (pair_phase(ed) * 2 + pair_phase(eh)) * 2 + pair_phase(ew);
             uint2 b[kNTiles];
 #pragma unroll
-            for (int j = 0; j < kNTiles; ++j)
-              b[j] = *reinterpret_cast<const uint2*>(
-                  w_s + (k * kCoTile + wn * (kNTiles * 8) + 8 * j + gq) * kCiChunk + 2 * tq);
+            for (int nt = 0; nt < kNTiles; ++nt)
+              b[nt] = *reinterpret_cast<const uint2*>(
+                  w_s + (k * kCoTile + wn * (kNTiles * 8) + 8 * nt + gq) * kCiChunk + 2 * tq);
 #pragma unroll
-            for (int i = 0; i < kMTiles; ++i)
+            for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-              for (int j = 0; j < kNTiles; ++j) mma_tf32(acc[p][i][j], a_lo[i], a_hi[i], b[j]);
+              for (int nt = 0; nt < kNTiles; ++nt) mma_tf32(acc[p][mt][nt], a_lo[mt], a_hi[mt], b[nt]);
           }
     }
+    // END SOLUTION
   }
 
   // Epilogue (rung 04's): the chain and the max in window order over the thread's 8 classes.
@@ -209,7 +225,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int p = 0; p < kClasses; ++p)
           if (m.take(chain(acc[p][i][j][e], mult, g.slope), p)) y_at = acc[p][i][j][e];
-        const int64_t at = (int64_t(n) * g.out_channels + c) * g.out_spatial + (int64_t(qd) * g.out[1] + qh) * g.out[2] + qw;
+        const int64_t at =
+            (int64_t(n) * g.out_channels + c) * g.out_spatial + (int64_t(qd) * g.out[1] + qh) * g.out[2] + qw;
         out[at] = m.best;
         argmax[at] = m.offset;
         y_saved[at] = y_at;
@@ -229,11 +246,12 @@ size_t workspace(const Problem74& p) {
 void forward(const ForwardArgs& a) {
   const std::string why = unsupported(a.problem);
   if (!why.empty()) throw InvalidProblem(why);
-  if (!tf32_mma_in(tensor_cores_forward_kernel)) {  // no TF32 mma in this GPU's code: rung 04's FP32 path
-    find_rung("subpixel_forward").forward(a);
+  const Geometry g = make_geometry(a.problem);
+  if (!tf32_mma_in(tensor_cores_forward_kernel)) {  // no TF32 mma in this GPU's code: rung 03's FP32 kernel
+    a.mark("fused");
+    launch_fused_forward(g, a.in.x, a.in.weight, a.in.bias, a.in.multiplier, a.out, a.argmax, a.y_saved, a.stream);
     return;
   }
-  const Geometry g = make_geometry(a.problem);
   const TileGrid tg = tile_grid(g);
   float* wt = static_cast<float*>(a.workspace);
   const int64_t wt_elems = int64_t(tg.chunks) * tg.co_tiles * kWeightFloats;
