@@ -470,6 +470,14 @@ class P38(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"no GPU rung '00' \(GPU rungs: 05_fused, 07_subpixel_tiled\)"):
             p38.resolve_rungs("00", rungs)
 
+    def test_p38_tolerance_follows_the_rung_precision(self):
+        # tolerance.cpp's z_error_bound: fp32 sums at u; TF32 sums at 2u plus each product's operand
+        # rounding 2u_t + u_t^2 (u_t = 2^-11); anything else is refused rather than checked at fp32.
+        self.assertEqual(p38.z_unit_and_rounding("fp32"), (2.0 ** -24, 0.0))
+        self.assertEqual(p38.z_unit_and_rounding("tf32"), (2.0 ** -23, 2.0 ** -10 + 2.0 ** -22))
+        with self.assertRaisesRegex(ValueError, r"unknown precision 'bf16'"):
+            p38.z_unit_and_rounding("bf16")
+
     def test_fastest_rung_skips_failed_and_untimed(self):
         vs = [variant38("rung", 0.5, passed=False, rung="06"), variant38("rung", 1.0, rung="07"),
               variant38("rung", None, rung="05"), variant38("eager", 0.1)]
