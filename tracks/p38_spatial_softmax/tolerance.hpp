@@ -34,8 +34,7 @@
 //                         subtracts the clamp bound hi instead of the max (the fused rungs) rounds
 //                         z_i - hi, so |t_i| here is the larger of |z_i - max| and |z_i - hi|;
 //      exp:               kappa*u, kappa = 8 (4 ulps; CUDA's expf is within 2 ulps, __expf within
-//                         2 + floor(1.173|t|), 4 for |t| <= 2.5, where rungs 08-09 use it:
-//                         device/fused.cuh), in the numerator and again in the denominator;
+//                         3 for |t| <= 1.7), in the numerator and again in the denominator;
 //      the denominator:   its terms' argument roundings, sum_j exp(t_j)*u*|t_j|, relative
 //                         u*A/sum, A = sum_j exp(t_j)*|t_j|; its S-term sum, lambda*sqrt(S)*(kappa +
 //                         2)*u (Hoeffding's inequality with each step's error bounded by (kappa +

@@ -24,16 +24,6 @@ namespace ladder::p38 {
 
 constexpr double kMaxClampRangeForShift = 87.0;
 
-/// The clamp range below which a fused epilogue may take __expf (ex2.approx of t*log2(e)) for
-/// exp(z - hi): its argument t lies in [clamp_min - clamp_max, 0], and __expf is within
-/// 2 + floor(1.173|t|) ulps (CUDA C Programming Guide, intrinsic functions), 4 ulps for |t| <= 2.5:
-/// the kappa = 8u that tolerance.hpp allows exp. Past it, expf (2 ulps).
-constexpr float kFastExpClampRange = 2.5f;
-
-/// exp(t) for the epilogue's t = clamp(z) - hi: __expf where the clamp range allows it (fast, a
-/// uniform test per kernel), else expf.
-__device__ __forceinline__ float epilogue_exp(float t, bool fast) { return fast ? __expf(t) : expf(t); }
-
 /// "" when the clamp bounds let the fused rungs use the shift hi; else why not.
 inline std::string shift_unsupported(const Problem38& p) {
   const Geometry g = make_geometry(p);
