@@ -11,7 +11,8 @@ decides without torch or a GPU:
     enumeration of the windows, a planted wrong tap count caught; triple, fp32_round, target;
   * problem 38: the floors, the sample choice, rung selection, the targets;
   * problem 74: python/conv_pool_ladder/p74.py's constants (read with ast: no torch), the fast
-    rungs' family, the selfcheck cases, rung selection, the targets;
+    rungs' family, the selfcheck cases, rung selection, the targets, each forward rung judged at
+    the bound of the precision it declares (fp32, tf32; another is an error);
   * which sources python/conv_pool_ladder/_build.py compiles for each track, with and without it
     (these need cmake on PATH, cmake/Stages.cmake writes the stage registry; skipped without it).
 
@@ -511,11 +512,13 @@ def variant74(kind, fwd=None, train=None, peak=None, passed=True, name=None):
             "check": {"pass": passed}}
 
 
-RUNGS74 = [{"id": "00", "name": "cpu_reference", "forward": False, "backward": False},
-           {"id": "03", "name": "fused_forward", "forward": True, "backward": False},
-           {"id": "04", "name": "subpixel_forward", "forward": True, "backward": False},
-           {"id": "08", "name": "two_level", "forward": False, "backward": True},
-           {"id": "09", "name": "tiled_grads", "forward": False, "backward": True}]
+RUNGS74 = [{"id": "00", "name": "cpu_reference", "forward": False, "backward": False, "precision": "fp32"},
+           {"id": "03", "name": "fused_forward", "forward": True, "backward": False, "precision": "fp32"},
+           {"id": "04", "name": "subpixel_forward", "forward": True, "backward": False, "precision": "fp32"},
+           {"id": "08", "name": "two_level", "forward": False, "backward": True, "precision": "fp32"},
+           {"id": "09", "name": "tiled_grads", "forward": False, "backward": True, "precision": "fp32"}]
+# list_rungs' entry of the tensor-core rung (python/conv_pool_ladder/csrc/p74_call.cpp)
+RUNG74_TF32 = {"id": "10", "name": "tensor_cores", "forward": True, "backward": False, "precision": "tf32"}
 
 
 class P74(unittest.TestCase):
@@ -578,6 +581,38 @@ class P74(unittest.TestCase):
             p74.resolve_rungs("08", RUNGS74, "forward")
         with self.assertRaisesRegex(ValueError, "'00'"):
             p74.resolve_rungs("00", RUNGS74, "backward")
+
+    def test_each_rung_at_its_precisions_bound(self):
+        """y's bound: tolerance.cpp's forward_tolerance for each precision, chosen by the rung's
+        declared precision; an error between the two bounds passes a TF32 rung, fails an FP32 one."""
+        prec = p74.rung_precisions(RUNGS74 + [RUNG74_TF32])
+        self.assertEqual((prec["03"], prec["04"], prec["10"]), ("fp32", "fp32", "tf32"))
+        u, ut, floor = 2.0 ** -24, 2.0 ** -11, 2.0 ** -126
+        for k, mag in ((16, 3.0), (128, 20.0), (8, 2.0 ** -120)):  # phase-0 and phase-1 cells; a tiny one
+            fp32 = (8 * (k + 1) ** 0.5 + 2) * u * mag + (k + 1) * floor  # the bound FP32 rungs always had
+            rel = 2 * ut + ut * ut
+            tf32 = rel * mag + (8 * (k + 1) ** 0.5 + 2) * 2 * u * (1 + rel) * mag + 2 * (k + 1) * floor
+            self.assertEqual(p74.y_bound(prec["04"], float(k), mag), fp32)
+            self.assertAlmostEqual(p74.y_bound(prec["10"], float(k), mag) / tf32, 1.0, places=14)
+        k, mag = 128.0, 20.0
+        b04, b10 = p74.y_bound(prec["04"], k, mag), p74.y_bound(prec["10"], k, mag)
+        self.assertGreater(b10, 100 * b04)  # 2^-10 of M against ~90u of M
+        err = 10 * b04  # far outside FP32's bound, well inside TF32's
+        self.assertEqual([err <= p74.y_bound(prec[r], k, mag) for r in ("03", "04", "10")], [False, False, True])
+        err = 1.01 * b10  # outside both
+        self.assertEqual([err <= p74.y_bound(prec[r], k, mag) for r in ("04", "10")], [False, False])
+
+    def test_unknown_precision_is_an_error(self):
+        for bad in ({**RUNG74_TF32, "precision": "bf16"}, {k: v for k, v in RUNG74_TF32.items() if k != "precision"}):
+            with self.assertRaisesRegex(ValueError, r"rung 10 tensor_cores declares precision .*fp32, tf32"):
+                p74.rung_precisions(RUNGS74 + [bad])
+        with self.assertRaisesRegex(ValueError, "no bound for precision 'fp16'"):
+            p74.y_bound("fp16", 16.0, 1.0)
+        # a reference built without a rung's precision never lends it another one's bound
+        ref = {"bounds": {"fp32": {"e_y": 1.0, "e_z": 1.0, "tol_out": 1.0}}}
+        self.assertIs(p74.reference_bounds(ref, "fp32"), ref["bounds"]["fp32"])
+        with self.assertRaisesRegex(ValueError, "no 'tf32' bound"):
+            p74.reference_bounds(ref, "tf32")
 
     def test_fastest_skips_failed_and_untimed(self):
         vs = [variant74("forward", fwd=0.5, passed=False, name="f03"), variant74("forward", fwd=1.0, name="f04"),
