@@ -11,7 +11,8 @@ decides without torch or a GPU:
     enumeration of the windows, a planted wrong tap count caught; triple, fp32_round, target;
   * problem 38: the floors, the sample choice, rung selection, the targets;
   * problem 74: python/conv_pool_ladder/p74.py's constants (read with ast: no torch), the fast
-    rungs' family, the selfcheck cases, rung selection, the targets;
+    rungs' family, the selfcheck cases, rung selection, the targets, each forward rung judged at
+    the bound of the precision it declares (fp32, tf32; another is an error);
   * which sources python/conv_pool_ladder/_build.py compiles for each track, with and without it
     (these need cmake on PATH, cmake/Stages.cmake writes the stage registry; skipped without it).
 
@@ -470,6 +471,14 @@ class P38(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"no GPU rung '00' \(GPU rungs: 05_fused, 07_subpixel_tiled\)"):
             p38.resolve_rungs("00", rungs)
 
+    def test_p38_tolerance_follows_the_rung_precision(self):
+        # tolerance.cpp's z_error_bound: fp32 sums at u; TF32 sums at 2u plus each product's operand
+        # rounding 2u_t + u_t^2 (u_t = 2^-11); anything else is refused rather than checked at fp32.
+        self.assertEqual(p38.z_unit_and_rounding("fp32"), (2.0 ** -24, 0.0))
+        self.assertEqual(p38.z_unit_and_rounding("tf32"), (2.0 ** -23, 2.0 ** -10 + 2.0 ** -22))
+        with self.assertRaisesRegex(ValueError, r"unknown precision 'bf16'"):
+            p38.z_unit_and_rounding("bf16")
+
     def test_fastest_rung_skips_failed_and_untimed(self):
         vs = [variant38("rung", 0.5, passed=False, rung="06"), variant38("rung", 1.0, rung="07"),
               variant38("rung", None, rung="05"), variant38("eager", 0.1)]
@@ -477,22 +486,24 @@ class P38(unittest.TestCase):
         self.assertIsNone(p38.fastest_rung([variant38("rung", 0.5, passed=False, rung="06")]))
 
     def test_targets_met_and_not_met(self):
-        vs = [variant38("eager", 5.0, peak=4000), variant38("compile", 2.5), variant38("rung", 1.9, peak=1500, rung="07")]
+        vs = [variant38("eager", 5.0, peak=4000), variant38("compile", 2.5), variant38("rung", 0.7, peak=1500, rung="08")]
         t = p38.evaluate_targets(vs, self.FLOORS)
         self.assertEqual([x["status"] for x in t], ["met", "met", "not met"])
-        self.assertAlmostEqual(t[0]["value"], 1.9 / 2.5)
-        self.assertAlmostEqual(t[1]["value"], 1.9 / 0.8)  # the larger floor
+        self.assertAlmostEqual(t[0]["value"], 0.7 / 2.5)
+        self.assertAlmostEqual(t[1]["value"], 0.7 / self.FLOORS["memory_floor_ms"])  # the memory floor, not the FP32 one
         self.assertAlmostEqual(t[2]["value"], 1500 / 4000)
-        t = p38.evaluate_targets([variant38("compile", 2.0), variant38("rung", 1.9, peak=900, rung="07"),
+        t = p38.evaluate_targets([variant38("compile", 2.0), variant38("rung", 1.1, peak=900, rung="08"),
                                   variant38("eager", 5.0, peak=4000)], {"memory_floor_ms": 0.5, "compute_floor_ms": 0.7})
-        self.assertEqual([x["status"] for x in t], ["not met", "not met", "met"])  # 0.95, 2.71, 0.225
+        self.assertEqual([x["status"] for x in t], ["not met", "not met", "met"])  # 0.55, 2.2, 0.225
+        t = p38.evaluate_targets([variant38("compile", 2.5), variant38("rung", 1.0, rung="08")],
+                                 {"memory_floor_ms": 0.5, "compute_floor_ms": None})
+        self.assertEqual([x["met"] for x in t[:2]], [True, True])  # 0.4 and 2.0 exactly: the boundaries are met
 
     def test_targets_not_measured(self):
         t = p38.evaluate_targets([variant38("rung", 1.0, rung="07")], {"memory_floor_ms": None, "compute_floor_ms": None})
         self.assertEqual([(x["status"], x["met"]) for x in t], [("not measured", None)] * 3)
         t = p38.evaluate_targets([variant38("rung", 1.0, rung="07")], {"memory_floor_ms": 0.5, "compute_floor_ms": None})
         self.assertEqual(t[1]["value"], 2.0)
-        self.assertIn("note", t[1])  # the memory floor alone
 
 
 # ---- problem 74 -------------------------------------------------------------------------------------------
@@ -503,11 +514,13 @@ def variant74(kind, fwd=None, train=None, peak=None, passed=True, name=None):
             "check": {"pass": passed}}
 
 
-RUNGS74 = [{"id": "00", "name": "cpu_reference", "forward": False, "backward": False},
-           {"id": "03", "name": "fused_forward", "forward": True, "backward": False},
-           {"id": "04", "name": "subpixel_forward", "forward": True, "backward": False},
-           {"id": "08", "name": "two_level", "forward": False, "backward": True},
-           {"id": "09", "name": "tiled_grads", "forward": False, "backward": True}]
+RUNGS74 = [{"id": "00", "name": "cpu_reference", "forward": False, "backward": False, "precision": "fp32"},
+           {"id": "03", "name": "fused_forward", "forward": True, "backward": False, "precision": "fp32"},
+           {"id": "04", "name": "subpixel_forward", "forward": True, "backward": False, "precision": "fp32"},
+           {"id": "08", "name": "two_level", "forward": False, "backward": True, "precision": "fp32"},
+           {"id": "09", "name": "tiled_grads", "forward": False, "backward": True, "precision": "fp32"}]
+# list_rungs' entry of the tensor-core rung (python/conv_pool_ladder/csrc/p74_call.cpp)
+RUNG74_TF32 = {"id": "10", "name": "tensor_cores", "forward": True, "backward": False, "precision": "tf32"}
 
 
 class P74(unittest.TestCase):
@@ -571,6 +584,38 @@ class P74(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "'00'"):
             p74.resolve_rungs("00", RUNGS74, "backward")
 
+    def test_each_rung_at_its_precisions_bound(self):
+        """y's bound: tolerance.cpp's forward_tolerance for each precision, chosen by the rung's
+        declared precision; an error between the two bounds passes a TF32 rung, fails an FP32 one."""
+        prec = p74.rung_precisions(RUNGS74 + [RUNG74_TF32])
+        self.assertEqual((prec["03"], prec["04"], prec["10"]), ("fp32", "fp32", "tf32"))
+        u, ut, floor = 2.0 ** -24, 2.0 ** -11, 2.0 ** -126
+        for k, mag in ((16, 3.0), (128, 20.0), (8, 2.0 ** -120)):  # phase-0 and phase-1 cells; a tiny one
+            fp32 = (8 * (k + 1) ** 0.5 + 2) * u * mag + (k + 1) * floor  # the bound FP32 rungs always had
+            rel = 2 * ut + ut * ut
+            tf32 = rel * mag + (8 * (k + 1) ** 0.5 + 2) * 2 * u * (1 + rel) * mag + 2 * (k + 1) * floor
+            self.assertEqual(p74.y_bound(prec["04"], float(k), mag), fp32)
+            self.assertAlmostEqual(p74.y_bound(prec["10"], float(k), mag) / tf32, 1.0, places=14)
+        k, mag = 128.0, 20.0
+        b04, b10 = p74.y_bound(prec["04"], k, mag), p74.y_bound(prec["10"], k, mag)
+        self.assertGreater(b10, 100 * b04)  # 2^-10 of M against ~90u of M
+        err = 10 * b04  # far outside FP32's bound, well inside TF32's
+        self.assertEqual([err <= p74.y_bound(prec[r], k, mag) for r in ("03", "04", "10")], [False, False, True])
+        err = 1.01 * b10  # outside both
+        self.assertEqual([err <= p74.y_bound(prec[r], k, mag) for r in ("04", "10")], [False, False])
+
+    def test_unknown_precision_is_an_error(self):
+        for bad in ({**RUNG74_TF32, "precision": "bf16"}, {k: v for k, v in RUNG74_TF32.items() if k != "precision"}):
+            with self.assertRaisesRegex(ValueError, r"rung 10 tensor_cores declares precision .*fp32, tf32"):
+                p74.rung_precisions(RUNGS74 + [bad])
+        with self.assertRaisesRegex(ValueError, "no bound for precision 'fp16'"):
+            p74.y_bound("fp16", 16.0, 1.0)
+        # a reference built without a rung's precision never lends it another one's bound
+        ref = {"bounds": {"fp32": {"e_y": 1.0, "e_z": 1.0, "tol_out": 1.0}}}
+        self.assertIs(p74.reference_bounds(ref, "fp32"), ref["bounds"]["fp32"])
+        with self.assertRaisesRegex(ValueError, "no 'tf32' bound"):
+            p74.reference_bounds(ref, "tf32")
+
     def test_fastest_skips_failed_and_untimed(self):
         vs = [variant74("forward", fwd=0.5, passed=False, name="f03"), variant74("forward", fwd=1.0, name="f04"),
               variant74("forward", name="f01"), variant74("eager", fwd=0.1)]
@@ -580,17 +625,17 @@ class P74(unittest.TestCase):
 
     def test_targets(self):
         vs = [variant74("eager", fwd=3.0, train=9.0, peak=4000), variant74("compile", fwd=2.0, train=6.0, peak=3000),
-              variant74("forward", fwd=0.9, name="f04"), variant74("forward", fwd=1.2, name="f03"),
-              variant74("pair", train=4.0, peak=900, name="p09"), variant74("pair", train=5.0, peak=800, name="p08")]
+              variant74("forward", fwd=0.45, name="f10"), variant74("forward", fwd=1.2, name="f03"),
+              variant74("pair", train=1.5, peak=500, name="p09"), variant74("pair", train=5.0, peak=400, name="p08")]
         t = p74.evaluate_targets(vs)
         self.assertEqual([x["status"] for x in t], ["met", "met", "met"])
-        self.assertEqual([round(x["value"], 12) for x in t], [0.45, round(4.0 / 6.0, 12), 0.225])  # the fastest pair's peak
-        self.assertTrue("f04" in t[0]["name"] and "p09" in t[1]["name"])
+        self.assertEqual([round(x["value"], 12) for x in t], [0.225, 0.25, 0.125])  # the fastest pair's peak
+        self.assertTrue("f10" in t[0]["name"] and "p09" in t[1]["name"])
         vs = [variant74("eager", train=9.0, peak=3000), variant74("compile", fwd=1.0, train=5.0),
-              variant74("forward", fwd=0.6), variant74("pair", train=3.6, peak=900)]
-        self.assertEqual([x["status"] for x in p74.evaluate_targets(vs)], ["not met"] * 3)  # .6 .72 .3
-        vs = [variant74("eager", peak=4000), variant74("compile", fwd=2.0, train=10.0), variant74("forward", fwd=1.0),
-              variant74("pair", train=7.0, peak=1000)]
+              variant74("forward", fwd=0.3), variant74("pair", train=1.6, peak=480)]
+        self.assertEqual([x["status"] for x in p74.evaluate_targets(vs)], ["not met"] * 3)  # .3 .32 .16
+        vs = [variant74("eager", peak=4000), variant74("compile", fwd=2.0, train=10.0), variant74("forward", fwd=0.5),
+              variant74("pair", train=3.0, peak=600)]
         self.assertEqual([x["met"] for x in p74.evaluate_targets(vs)], [True, True, True])  # boundaries are met
         for vs in ([variant74("forward", fwd=1.0), variant74("pair", train=2.0, peak=10)],
                    [variant74("compile", fwd=1.0, train=2.0), variant74("eager", peak=10)]):

@@ -7,14 +7,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "p38_spatial_softmax/rows.hpp"
 #include "p38_spatial_softmax/runner.hpp"
-#include "tf32.hpp"  // common/toolkit: round_to_tf32
+#include "tf32.hpp"  // common/toolkit: round_to_tf32, truncate_to_tf32, tf32_three_quarters
 #include "skip_without_gpu.hpp"
 
 namespace p38 = ladder::p38;
@@ -295,24 +294,6 @@ TEST(P38Rungs, UnsupportedProblemIsAClearError) {
 
 namespace {
 
-/// v moved to 3/4 of the way from the TF32 value below it (in magnitude) to the next: rounding to
-/// nearest goes up, truncation down, a quarter step against three quarters.
-float tf32_midpoint(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  bits = (bits & 0xFFFFE000u) | 0x1800u;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
-float tf32_truncated(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  bits &= 0xFFFFE000u;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
 /// A fast-path problem whose pooled values are x itself (pool kernel 1), x and the weights at
 /// TF32 midpoints; `in` gets those inputs, `rounded` and `truncated` the operands as cvt.rna and
 /// a mask would make them.
@@ -326,13 +307,13 @@ MidpointCase midpoint_case() {
   c.p.pool.kernel_size = Triple::cube(1);
   c.p.clamp_min = -4.0, c.p.clamp_max = 4.0;  // few clamped outputs: the products decide
   c.in = p38::make_inputs(c.p);
-  for (float& v : c.in.x) v = tf32_midpoint(v);
-  for (float& v : c.in.weight) v = tf32_midpoint(v);
+  for (float& v : c.in.x) v = ladder::tf32_three_quarters(v);
+  for (float& v : c.in.weight) v = ladder::tf32_three_quarters(v);
   c.rounded = c.in, c.truncated = c.in;
   for (auto* t : {&c.rounded, &c.truncated}) {
     const bool round = t == &c.rounded;
-    for (float& v : t->x) v = round ? ladder::round_to_tf32(v) : tf32_truncated(v);
-    for (float& v : t->weight) v = round ? ladder::round_to_tf32(v) : tf32_truncated(v);
+    for (float& v : t->x) v = round ? ladder::round_to_tf32(v) : ladder::truncate_to_tf32(v);
+    for (float& v : t->weight) v = round ? ladder::round_to_tf32(v) : ladder::truncate_to_tf32(v);
   }
   return c;
 }

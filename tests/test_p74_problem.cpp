@@ -619,26 +619,6 @@ Problem74 tf32_problem() {
   return p;
 }
 
-/// v (positive, normal) moved to 3/4 of the way from the TF32 value below it to the next one:
-/// rounding to nearest then errs by 1/4 of a TF32 step, truncation by 3/4. A TF32 step is bit 13
-/// of the fp32 encoding (0x2000): 3/4 of it is 0x1800.
-float three_quarters(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  b = (b & 0xFFFFE000u) + 0x1800u;
-  std::memcpy(&v, &b, sizeof b);
-  return v;
-}
-
-/// cvt.rna without its rounding: the mask alone (the mutant the bound must reject).
-float truncate_to_tf32(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  b &= 0xFFFFE000u;
-  std::memcpy(&v, &b, sizeof b);
-  return v;
-}
-
 /// Inputs whose every product has the same sign and is far from a TF32 value: x in [1, 1.25),
 /// weights in [1, 1.25)/32, each 3/4 of the way between TF32 values (the mantissa below 1.25
 /// keeps truncation's relative error of each operand at least 0.75/1.25 of a TF32 step, so a
@@ -646,8 +626,8 @@ float truncate_to_tf32(float v) {
 /// relative to the whole magnitude.
 p74::Inputs between_tf32_values(const Problem74& p) {
   p74::Inputs in = p74::make_inputs(p);
-  for (float& v : in.x) v = three_quarters(1.0f + 0.25f * v);
-  for (float& v : in.weight) v = three_quarters(std::ldexp(1.0f + 0.25f * std::fabs(v), -5));
+  for (float& v : in.x) v = ladder::tf32_three_quarters(1.0f + 0.25f * v);
+  for (float& v : in.weight) v = ladder::tf32_three_quarters(std::ldexp(1.0f + 0.25f * std::fabs(v), -5));
   std::fill(in.bias.begin(), in.bias.end(), 0.0f);
   return in;
 }
@@ -674,7 +654,7 @@ TEST(P74Tf32Bound, RoundedToNearestPassesTruncatedFails) {
   EXPECT_TRUE(passes(p, ref, p74::Precision::Tf32, tf32))
       << p74::check_forward(p, ref, p74::forward_tolerance(p, ref, p74::Precision::Tf32), tf32).summary();
   EXPECT_FALSE(passes(p, ref, p74::Precision::Fp32, tf32)) << "the fp32 bound would accept TF32 inputs: it is loose";
-  const p74::ForwardResult truncated = emulated_forward(p, in, truncate_to_tf32);
+  const p74::ForwardResult truncated = emulated_forward(p, in, ladder::truncate_to_tf32);
   const p74::ForwardCheck c =
       p74::check_forward(p, ref, p74::forward_tolerance(p, ref, p74::Precision::Tf32), truncated);
   EXPECT_FALSE(c.pass()) << "truncation instead of rounding to nearest passed the TF32 bound: " << c.summary();

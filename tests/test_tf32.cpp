@@ -35,6 +35,17 @@ TEST(Tf32, RoundsToNearestWithTiesAwayFromZero) {
   EXPECT_TRUE(std::isinf(round_to_tf32(3.4028235e38f)));  // rounds above the largest TF32 value
 }
 
+TEST(Tf32, ThreeQuartersTellsRoundingFromTruncation) {
+  const float step = std::ldexp(1.0f, -10);  // TF32's step at 1
+  for (float base : {1.0f, -1.0f, 1.0f + 5 * step}) {
+    const float v = tf32_three_quarters(base);
+    EXPECT_EQ(std::fabs(v), std::fabs(base) + 0.75f * step) << base;
+    EXPECT_EQ(round_to_tf32(v), base + std::copysign(step, base)) << base;  // a quarter step away
+    EXPECT_EQ(truncate_to_tf32(v), base) << base;                          // three quarters away
+  }
+  EXPECT_EQ(truncate_to_tf32(1.0f + 0.99f * step), 1.0f);
+}
+
 TEST(Tf32, KeepsTenMantissaBitsWithinHalfAnUlp) {
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);

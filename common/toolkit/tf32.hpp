@@ -26,6 +26,29 @@ inline float round_to_tf32(float x) {
   return r;
 }
 
+/// x with its 13 low mantissa bits cleared: TF32 by truncation, what a kernel that masks without
+/// cvt.rna's half-step add computes (the mutant a TF32 check must reject).
+inline float truncate_to_tf32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits &= 0xFFFFE000u;
+  float r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
+
+/// x (finite) moved to 3/4 of the way from the TF32 value below it in magnitude to the next one
+/// (low 13 bits 0x1800 of a step of 0x2000): rounding to nearest then errs by a quarter step,
+/// truncation by three quarters, so a check can tell them apart (the TF32 midpoint tests).
+inline float tf32_three_quarters(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits & 0xFFFFE000u) | 0x1800u;
+  float r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
+
 /// The 3xTF32 split of x: big = tf32(x), small = tf32(x - big) (x - big is exact in fp32).
 /// big + small equals x to within 2^-22 |x| (two TF32 roundings of 11 bits each), and
 /// a*b ~ big_a*big_b + big_a*small_b + small_a*big_b drops only small_a*small_b (~2^-22 |a*b|).

@@ -163,12 +163,13 @@ def module_params(model):
 
 
 def list_rungs():
-    """The track's rungs in ladder order: [{id, name, gpu, deterministic, conv_passes, idea}]."""
+    """The track's rungs in ladder order: [{id, name, gpu, deterministic, conv_passes, precision,
+    idea}]; precision is "fp32", or "tf32" for a rung on tensor cores (held to the TF32 bound)."""
     rows = []
     for line in ops().p38_rungs.default().splitlines():
-        rid, name, kind, deterministic, passes, idea = line.split("\t")
+        rid, name, kind, deterministic, passes, precision, idea = line.split("\t")
         rows.append({"id": rid, "name": name, "gpu": kind == "gpu", "deterministic": deterministic == "1",
-                     "conv_passes": int(passes), "idea": idea})
+                     "conv_passes": int(passes), "precision": precision, "idea": idea})
     return rows
 
 

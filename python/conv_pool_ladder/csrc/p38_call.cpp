@@ -12,7 +12,8 @@
 //       the problem as the track sees it, lines "key\tvalue": pooled_size, out_size, spatial,
 //       conv_macs (Problem38::conv_macs), workspace_bytes and unsupported (the rung's reason).
 //   p38_rungs() -> str
-//       the track's rungs in ladder order, lines "id\tname\tgpu|cpu\tdeterministic\tconv_passes\tidea".
+//       the track's rungs in ladder order, lines "id\tname\tgpu|cpu\tdeterministic\tconv_passes\tprecision\tidea"
+//       (precision: fp32, or tf32 for a rung on tensor cores, held to the TF32 bound).
 //
 // Operators, not pybind functions: binding.cpp, which holds the module's pybind functions, stays
 // the same with or without the track (_build.py compiles this file only into a module built
@@ -230,7 +231,8 @@ std::string p38_rungs() {
   std::ostringstream s;
   for (const p38::Rung* r : p38::rungs())
     s << r->id << "\t" << r->name << "\t" << (r->is_gpu() ? "gpu" : "cpu") << "\t" << (r->deterministic ? 1 : 0)
-      << "\t" << r->conv_passes << "\t" << one_line(r->idea) << "\n";
+      << "\t" << r->conv_passes << "\t" << (r->precision == p38::Precision::Tf32 ? "tf32" : "fp32") << "\t"
+      << one_line(r->idea) << "\n";
   return s.str();
 }
 
