@@ -12,41 +12,39 @@ namespace ladder {
 
 constexpr double kTf32UnitRoundoff = 4.8828125e-04;  // 2^-11
 
-/// x rounded to TF32 as PTX's cvt.rna.tf32.f32 rounds it: to nearest, ties away from zero; the
-/// 13 low mantissa bits of the result are zero. NaN and infinity pass through; a value that
-/// rounds above the largest finite one becomes infinity.
-inline float round_to_tf32(float x) {
-  if (!std::isfinite(x)) return x;
+constexpr uint32_t kTf32Mask = 0xFFFFE000u;  // fp32's sign, exponent and TF32's 10 mantissa bits
+
+/// x's fp32 encoding with f applied to it (f: uint32_t -> uint32_t).
+template <typename F>
+inline float with_bits(float x, F f) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
-  bits += 0x1000u;  // half of the 13 dropped bits: sign-magnitude, so ties go away from zero
-  bits &= 0xFFFFE000u;
+  bits = f(bits);
   float r;
   std::memcpy(&r, &bits, sizeof r);
   return r;
 }
 
+/// x rounded to TF32 as PTX's cvt.rna.tf32.f32 rounds it: to nearest, ties away from zero; the
+/// 13 low mantissa bits of the result are zero. NaN and infinity pass through; a value that
+/// rounds above the largest finite one becomes infinity.
+inline float round_to_tf32(float x) {
+  if (!std::isfinite(x)) return x;
+  // + half of the 13 dropped bits: sign-magnitude, so ties go away from zero
+  return with_bits(x, [](uint32_t b) { return (b + 0x1000u) & kTf32Mask; });
+}
+
 /// x with its 13 low mantissa bits cleared: TF32 by truncation, what a kernel that masks without
 /// cvt.rna's half-step add computes (the mutant a TF32 check must reject).
 inline float truncate_to_tf32(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  bits &= 0xFFFFE000u;
-  float r;
-  std::memcpy(&r, &bits, sizeof r);
-  return r;
+  return with_bits(x, [](uint32_t b) { return b & kTf32Mask; });
 }
 
 /// x (finite) moved to 3/4 of the way from the TF32 value below it in magnitude to the next one
 /// (low 13 bits 0x1800 of a step of 0x2000): rounding to nearest then errs by a quarter step,
 /// truncation by three quarters, so a check can tell them apart (the TF32 midpoint tests).
 inline float tf32_three_quarters(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  bits = (bits & 0xFFFFE000u) | 0x1800u;
-  float r;
-  std::memcpy(&r, &bits, sizeof r);
-  return r;
+  return with_bits(x, [](uint32_t b) { return (b & kTf32Mask) | 0x1800u; });
 }
 
 /// The 3xTF32 split of x: big = tf32(x), small = tf32(x - big) (x - big is exact in fp32).
