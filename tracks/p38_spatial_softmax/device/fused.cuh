@@ -105,9 +105,9 @@ inline void launch_row_factor(const Geometry& g, const FusedWorkspace& w, const 
 }
 
 /// One thread per output element: out = exp(clamp(conv) - shift) * factor[row].
-static __global__ void conv_exp_scaled(Geometry g, const float* __restrict__ pooled, const float* __restrict__ weight,
-                                const float* __restrict__ bias, float shift, const float* __restrict__ factor,
-                                float* __restrict__ out) {
+static __global__ void conv_exp_scaled(Geometry g, const float* __restrict__ pooled,
+                                       const float* __restrict__ weight, const float* __restrict__ bias, float shift,
+                                       const float* __restrict__ factor, float* __restrict__ out) {
   const int64_t total = g.rows * g.spatial;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / g.spatial;

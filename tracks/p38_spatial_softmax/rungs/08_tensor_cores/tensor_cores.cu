@@ -9,8 +9,9 @@
 //    taps of a 3x3x3 kernel;
 //  - each A fragment (16 cells x 8 channels at one input offset) is loaded once and reused by every
 //    (class, tap) pair that reads that offset: 8 offsets feed the 27 taps at stride 2;
-//  - x and the weights are rounded to TF32 with cvt.rna (to nearest, as cuDNN rounds) as they are
-//    staged; the weights once per run, into the layout the B fragments read;
+//  - the pooled input and the weights are rounded to TF32 with cvt.rna (to nearest, as cuDNN
+//    rounds): the pooled values as they are staged, the weights once per run, into the layout the
+//    B fragments read;
 //  - the plan stays rung 07's: write exp(z - hi), sum, rescale. (Measured on an H100 at the
 //    KernelBench size, whole rung: 8 warps a block with the rescale 2.08 ms, with rung 06's
 //    recompute 2.28; 16 warps 2.20 and 2.56. -DP38_RUNG08_RECOMPUTE=1 and -DP38_RUNG08_WARPS=16
