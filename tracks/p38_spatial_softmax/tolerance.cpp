@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/toolkit/tf32.hpp"  // kTf32UnitRoundoff
+
 namespace ladder::p38 {
 
 double z_chain_length(int64_t K, int64_t P) {

@@ -69,7 +69,6 @@ using tracks::compare;
 constexpr double kFp32UnitRoundoff = 5.9604644775390625e-08;  // 2^-24
 constexpr double kProbabilisticLambda = 8.0;
 constexpr double kExpRelativeError = 8.0;  // kappa: exp within 4 ulps = 8u relative
-constexpr double kTf32UnitRoundoff = 4.8828125e-04;  // 2^-11: TF32's 10 explicit mantissa bits
 
 /// How a rung forms the convolution's products: FP32 FMAs, or tensor cores on TF32-rounded
 /// operands (the pooled values and the weights) accumulating in fp32. Tf32Sums is a check, not a
