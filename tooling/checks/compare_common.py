@@ -33,6 +33,12 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+# Unit roundoffs and the probabilistic bound's lambda, one copy for the three problems' bounds
+# (each C++ tolerance.hpp names the same values: kTf32UnitRoundoff in common/toolkit/tf32.hpp).
+FP32_U = 2.0 ** -24   # fp32, round to nearest
+TF32_U = 2.0 ** -11   # TF32 keeps 10 of fp32's 23 mantissa bits; cvt.rna rounds to nearest
+LAMBDA = 8.0          # the probabilistic error bound's lambda (kProbabilisticLambda)
+
 
 # ---- progress, JSON, skips ---------------------------------------------------------------------------
 

@@ -80,15 +80,13 @@ import time
 
 from . import compare_common as cc
 from .compare_common import agreement, fp32_round, num as _num, peak_memory, triple
+from .compare_common import FP32_U, LAMBDA, TF32_U
 
 SCRIPT = cc.Script("compare_p38")
 log, write_json = SCRIPT.log, SCRIPT.write_json
 TITLE = "problem 38's GPU rungs against PyTorch (KernelBench L2 P38), one GPU"
 REPS, WARMUP, TRACK, MINIMUMS = 10, 2, "p38", {"check_samples": 1}
 
-FP32_U = 2.0 ** -24          # fp32 unit roundoff
-TF32_U = 2.0 ** -11          # TF32 unit roundoff (10 explicit mantissa bits), tolerance.hpp's kTf32UnitRoundoff
-LAMBDA = 8.0                 # tolerance.hpp's kProbabilisticLambda
 KAPPA = 8.0                  # tolerance.hpp's kExpRelativeError
 CLAMP_SHIFT_LIMIT = 87.0     # device/fused.cuh: the fused rungs need clamp_max - clamp_min <= 87
 

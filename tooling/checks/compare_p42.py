@@ -107,10 +107,8 @@ import traceback
 
 from . import compare_common as cc
 from .compare_common import Timer, abs_error, cudnn_tf32
+from .compare_common import FP32_U, LAMBDA, TF32_U
 
-FP32_U = 2.0 ** -24
-TF32_U = 2.0 ** -11  # TF32 keeps 10 mantissa bits: unit roundoff of round to nearest
-LAMBDA = 8.0
 Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |y| (see above)
 KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
 # By name, so that a renumbering keeps them; a name without a stage folder is skipped.

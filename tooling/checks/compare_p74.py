@@ -95,15 +95,13 @@ import warnings
 
 from . import compare_common as cc
 from .compare_common import agreement, fp32_round, num as _num, peak_memory, triple
+from .compare_common import FP32_U, LAMBDA, TF32_U
 
 SCRIPT = cc.Script("compare_p74")
 log, write_json = SCRIPT.log, SCRIPT.write_json
 TITLE = "problem 74's GPU rungs, forward and backward, against PyTorch (KernelBench L2 P74), one GPU"
 REPS, WARMUP, TRACK, MINIMUMS = 20, 3, "p74", {"flush_mb": 0}
 
-FP32_U = 2.0 ** -24   # fp32 unit roundoff
-TF32_U = 2.0 ** -11   # TF32's unit roundoff (10 mantissa bits, rounded to nearest): common/toolkit/tf32.hpp
-LAMBDA = 8.0          # the probabilistic bound's lambda, as the other tracks
 SECOND_ORDER = 2.0 ** -10
 MIN_NORMAL = 2.0 ** -126  # fp32's smallest normal: what an underflowed or flushed value loses
 
