@@ -47,7 +47,8 @@ inline std::string tensor_map_problem(const TensorMapF32& m) {
     if (m.stride[i] % 16 != 0)
       return at("stride", i) + " = " + std::to_string(m.stride[i]) + " bytes (dimension " + std::to_string(i + 1) +
              ") is not a multiple of 16";
-    if (m.stride[i] >= (uint64_t(1) << 40)) return at("stride", i) + " = " + std::to_string(m.stride[i]) + " bytes is not below 2^40";
+    if (m.stride[i] >= (uint64_t(1) << 40))
+      return at("stride", i) + " = " + std::to_string(m.stride[i]) + " bytes is not below 2^40";
   }
   return "";
 }
@@ -74,11 +75,12 @@ inline CUtensorMap encode_tensor_map_f32(const TensorMapF32& m, const char* what
   static Encode encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+    const cudaError_t e =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
     if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr)
       throw CudaError(e == cudaSuccess ? cudaErrorNotSupported : e,
-                      std::string("cuTensorMapEncodeTiled: the driver does not provide it (needs CUDA 12.0 or newer): ") +
-                          cudaGetErrorString(e));
+                      std::string("cuTensorMapEncodeTiled: the driver does not provide it (it needs CUDA 12.0 or "
+                                  "newer): ") + cudaGetErrorString(e));
     return reinterpret_cast<Encode>(fn);
   }();
   cuuint64_t size[5], stride[4];
@@ -90,12 +92,13 @@ inline CUtensorMap encode_tensor_map_f32(const TensorMapF32& m, const char* what
     if (i + 1 < m.rank) stride[i] = m.stride[i];
   }
   CUtensorMap map{};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, cuuint32_t(m.rank), const_cast<void*>(m.base), size,
-                            stride, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, cuuint32_t(m.rank), const_cast<void*>(m.base),
+                            size, stride, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    throw CudaError(cudaErrorInvalidValue, std::string("cuTensorMapEncodeTiled refused the tensor map of ") + what +
-                                               " (CUresult " + std::to_string(int(r)) + "): " + describe_tensor_map(m));
+    throw CudaError(cudaErrorInvalidValue, std::string("cuTensorMapEncodeTiled refused the tensor map of ") +
+                                               what + " (CUresult " + std::to_string(int(r)) +
+                                               "): " + describe_tensor_map(m));
   return map;
 }
 

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     setmaxnreg_dec<kWsProducerRegs>();
     if (warp == 0 && lane == 0) {
       // BEGIN SOLUTION
-      // STUB: ladder_todo("17.1", "producer: per step wait EMPTY, expect_tx on FULL, the x box by tensor copy, the weights by bulk copy");
+      // STUB: ladder_todo("17.1", "producer: wait EMPTY, expect_tx on FULL, x box by TMA, weights by bulk copy");
       // STUB: ladder_unused(xmap, wring, xring, steps, chunks, weight_floats, box_floats);
       prefetch_tensor_map(&xmap);
       const float* wt_block =
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             for (int r = 0; r < kWgRows; ++r) {
               // BEGIN SOLUTION
               // STUB: if (step == 0 && kh == 0 && kw == 0 && r == 0)
-              // STUB:   ladder_todo("17.2", "consumer: A fragment from the box (rounded), wgmma, commit, wait 1, release the owed slot");
+              // STUB:   ladder_todo("17.2", "consumer: A fragment (rounded), wgmma, commit, wait 1, release");
               // STUB: ladder_unused(xrow, bd, afrag, owed);
               // afrag[r] was last read by row r's wgmma of the previous tap: complete, since
               // every wgmma is its own group and the wait<1> after the one since covered it.

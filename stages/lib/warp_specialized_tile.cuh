@@ -58,6 +58,20 @@ constexpr XBox x_box(int patch_rows, int kernel_w) {
       if ((r * c) % 16 == 8 && (best.rows == 0 || r * c < best.rows * best.cols)) best = XBox{r, c};
   return best;
 }
+/// Whether every patch the plan accepts (4 .. kMaxWgPatchRows rows, kernel_w 1 .. kMaxKernelW) gets
+/// a box that holds it, is conflict-free, fits the copy engine's box limit of 256 and adds at most
+/// one row.
+constexpr bool every_x_box_ok() {
+  for (int rows = kOutRows; rows <= kMaxWgPatchRows; ++rows)
+    for (int kw = 1; kw <= kMaxKernelW; ++kw) {
+      const XBox b = x_box(rows, kw);
+      if (b.rows < rows || b.rows > rows + 1 || b.cols < kOutCols + kw - 1 || b.cols % 4 != 0 || b.cols > 256 ||
+          (b.rows * b.cols) % 16 != 8)
+        return false;
+    }
+  return true;
+}
+static_assert(every_x_box_ok(), "x_box: a conflict-free box for every patch the plan accepts");
 static_assert(x_box(6, 3).rows == 6 && x_box(6, 3).cols == 68, "the KernelBench box: 6 rows x 68 columns");
 static_assert(x_box(4, 1).rows == 5 && (5 * x_box(4, 1).cols) % 16 == 8, "rows 0 mod 4 take one row more");
 
