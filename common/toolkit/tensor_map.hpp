@@ -1,0 +1,105 @@
+// Encoding a tensor map (the descriptor the copy engine's tiled tensor copies read; the device
+// half is tma.cuh) on the host, with errors that name the parameter at fault. The driver function
+// cuTensorMapEncodeTiled is reached through the runtime (cudaGetDriverEntryPointByVersion), so
+// nothing links libcuda directly, and the driver's bare CUDA_ERROR_INVALID_VALUE is preceded by
+// checks of each documented requirement, each with its own message.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap and the encoder's declaration (for its type only)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cuda_check.hpp"
+
+namespace ladder {
+
+/// A tiled tensor map of fp32 elements: up to 5 dimensions, innermost first. Sizes in elements,
+/// strides in bytes (stride[i] between consecutive indices of dimension i + 1; dimension 0 is
+/// contiguous), the box in elements. No interleave, no swizzle, out-of-bounds elements read as
+/// zeros.
+struct TensorMapF32 {
+  const void* base = nullptr;  ///< global address of element (0, ..., 0)
+  int rank = 0;                ///< 1..5
+  uint64_t size[5] = {};       ///< elements per dimension, 1 .. 2^32
+  uint64_t stride[4] = {};     ///< bytes, dimensions 1 .. rank-1: multiples of 16, < 2^40
+  uint32_t box[5] = {};        ///< box elements per dimension, 1 .. 256; box[0] * 4 a multiple of 16
+};
+
+/// Why `m` cannot be encoded (the first unmet requirement, naming the parameter), or "" when it
+/// meets every requirement the driver documents for cuTensorMapEncodeTiled. Host-only, no CUDA
+/// call: the checks a test can run without a GPU.
+inline std::string tensor_map_problem(const TensorMapF32& m) {
+  auto at = [](const char* what, int i) { return std::string(what) + "[" + std::to_string(i) + "]"; };
+  if (m.rank < 1 || m.rank > 5) return "rank " + std::to_string(m.rank) + " is not 1..5";
+  if (reinterpret_cast<uintptr_t>(m.base) % 16 != 0) return "the base address is not 16-byte aligned";
+  for (int i = 0; i < m.rank; ++i) {
+    if (m.size[i] < 1 || m.size[i] > (uint64_t(1) << 32))
+      return at("size", i) + " = " + std::to_string(m.size[i]) + " is not in 1 .. 2^32";
+    if (m.box[i] < 1 || m.box[i] > 256) return at("box", i) + " = " + std::to_string(m.box[i]) + " is not in 1 .. 256";
+  }
+  if (m.box[0] * sizeof(float) % 16 != 0)
+    return "box[0] = " + std::to_string(m.box[0]) + " elements is " + std::to_string(m.box[0] * sizeof(float)) +
+           " bytes, not a multiple of 16";
+  for (int i = 0; i + 1 < m.rank; ++i) {
+    if (m.stride[i] % 16 != 0)
+      return at("stride", i) + " = " + std::to_string(m.stride[i]) + " bytes (dimension " + std::to_string(i + 1) +
+             ") is not a multiple of 16";
+    if (m.stride[i] >= (uint64_t(1) << 40))
+      return at("stride", i) + " = " + std::to_string(m.stride[i]) + " bytes is not below 2^40";
+  }
+  return "";
+}
+
+/// The parameters of `m`, for an error message.
+inline std::string describe_tensor_map(const TensorMapF32& m) {
+  std::string s = "rank " + std::to_string(m.rank) + ", size (";
+  for (int i = 0; i < m.rank; ++i) s += (i ? ", " : "") + std::to_string(m.size[i]);
+  s += "), strides (";
+  for (int i = 0; i + 1 < m.rank; ++i) s += (i ? ", " : "") + std::to_string(m.stride[i]);
+  s += ") bytes, box (";
+  for (int i = 0; i < m.rank; ++i) s += (i ? ", " : "") + std::to_string(m.box[i]);
+  return s + ")";
+}
+
+/// Encodes `m` for the copy engine. `what` names the tensor in errors. Throws std::invalid_argument
+/// naming the parameter when `m` breaks a documented requirement (tensor_map_problem), CudaError
+/// when the runtime cannot reach the driver's encoder (a driver older than CUDA 12.0) or the
+/// encoder refuses `m` (the message lists every parameter).
+inline CUtensorMap encode_tensor_map_f32(const TensorMapF32& m, const char* what) {
+  const std::string bad = tensor_map_problem(m);
+  if (!bad.empty()) throw std::invalid_argument(std::string("tensor map of ") + what + ": " + bad);
+  using Encode = decltype(&cuTensorMapEncodeTiled);
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t e =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+    if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr)
+      throw CudaError(e == cudaSuccess ? cudaErrorNotSupported : e,
+                      std::string("cuTensorMapEncodeTiled: the driver does not provide it (it needs CUDA 12.0 or "
+                                  "newer): ") + cudaGetErrorString(e));
+    return reinterpret_cast<Encode>(fn);
+  }();
+  cuuint64_t size[5], stride[4];
+  cuuint32_t box[5], elem[5];
+  for (int i = 0; i < m.rank; ++i) {
+    size[i] = m.size[i];
+    box[i] = m.box[i];
+    elem[i] = 1;
+    if (i + 1 < m.rank) stride[i] = m.stride[i];
+  }
+  CUtensorMap map{};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, cuuint32_t(m.rank), const_cast<void*>(m.base),
+                            size, stride, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError(cudaErrorInvalidValue, std::string("cuTensorMapEncodeTiled refused the tensor map of ") +
+                                               what + " (CUresult " + std::to_string(int(r)) +
+                                               "): " + describe_tensor_map(m));
+  return map;
+}
+
+}  // namespace ladder
