@@ -807,8 +807,11 @@ TEST(P74Tf32GradBound, WiderOnlyForTheConvolutionGradients) {
     EXPECT_GE(tf32.grad_x[i], rel * ref.mag_x[i]);
     EXPECT_GT(tf32.grad_x[i], fp32.grad_x[i]);
   }
-  for (size_t i = 0; i < ref.grad_weight.size(); ++i)
-    if (ref.terms_weight[i] > 0) EXPECT_GT(tf32.grad_weight[i], fp32.grad_weight[i]);
+  for (size_t i = 0; i < ref.grad_weight.size(); ++i) {
+    if (ref.terms_weight[i] > 0) {
+      EXPECT_GT(tf32.grad_weight[i], fp32.grad_weight[i]);
+    }
+  }
 }
 
 TEST(P74Tf32GradBound, ExactInputsStayExact) {
