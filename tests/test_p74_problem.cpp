@@ -4,7 +4,8 @@
 // the backward oracle against finite differences of the forward oracle, exactness of the exact
 // distribution, and the checks: the CPU rung 00 passes them, and known-bad results fail them;
 // the TF32 bound: an emulated TF32 forward passes it, truncation, a shifted tap or a dropped
-// channel fail it, and a near-tie within it is accepted.
+// channel fail it, and a near-tie within it is accepted; the TF32 gradient bound likewise: an
+// emulated TF32 backward passes it, the fp32 bound and truncation do not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -721,4 +722,119 @@ TEST(P74Tf32Bound, NearTieWithinTheBoundIsAcceptedWrongPositionIsNot) {
       p74::check_forward(p, ref, p74::forward_tolerance(p, ref, p74::Precision::Tf32), picking(2));
   EXPECT_FALSE(wrong.pass());
   EXPECT_EQ(wrong.argmax_failures, int64_t(good.out.size())) << wrong.summary();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The TF32 gradient bound (grad_tolerance with Precision::Tf32, rung 11): a host emulation of the
+// tensor-core gradients (both operands of every product rounded to TF32 as cvt.rna rounds them,
+// then exact sums) passes it; the fp32 bound rejects that emulation, and the TF32 bound rejects
+// truncation.
+
+namespace {
+
+/// tf32_problem with slope 1 (both LeakyReLUs the identity) and multipliers 1: g_y is then grad_out
+/// itself, so rounding grad_out rounds the routed gradient g_y, the operand the rung rounds.
+Problem74 tf32_grad_problem() {
+  Problem74 p = tf32_problem();
+  p.negative_slope = 1.0;
+  return p;
+}
+
+/// Every product of both gradients has the same sign and both operands lie 3/4 of the way between
+/// TF32 values (between_tf32_values), grad_out too: in [1, 1.25)/4.
+std::vector<float> grad_out_between_tf32_values(const Problem74& p) {
+  std::vector<float> g = p74::make_grad_out(p);
+  for (float& v : g) v = ladder::tf32_three_quarters(std::ldexp(1.0f + 0.25f * std::fabs(v), -2));
+  return g;
+}
+
+/// The emulated tensor-core backward: `round` applied to x, the weights and grad_out (= g_y), then
+/// the fp64 oracle, rounded to fp32 at the end; grad_bias and grad_multiplier from the unrounded
+/// inputs, as the rung computes them in fp32.
+p74::GradResult emulated_backward(const Problem74& p, const p74::Inputs& in, const p74::Saved& saved,
+                                  std::vector<float> grad_out, float (*round)(float)) {
+  p74::GradResult exact = rounded(p74::backward(p, in, saved, grad_out));
+  p74::Inputs r = in;
+  for (float& v : r.x) v = round(v);
+  for (float& v : r.weight) v = round(v);
+  for (float& v : grad_out) v = round(v);
+  const p74::GradResult tf32 = rounded(p74::backward(p, r, saved, grad_out));
+  exact.grad_x = tf32.grad_x;
+  exact.grad_weight = tf32.grad_weight;
+  return exact;
+}
+
+}  // namespace
+
+TEST(P74Tf32GradBound, RoundedToNearestPassesTruncatedFails) {
+  const Problem74 p = tf32_grad_problem();
+  p74::Inputs in = between_tf32_values(p);
+  std::fill(in.multiplier.begin(), in.multiplier.end(), 1.0f);
+  const p74::Saved saved = p74::saved_from(p74::forward(p, in));
+  const std::vector<float> g = grad_out_between_tf32_values(p);
+  const p74::Grads ref = p74::backward(p, in, saved, g);
+  const p74::GradTolerance tf32_tol = p74::grad_tolerance(p, ref, p74::Precision::Tf32);
+
+  const p74::GradResult near = emulated_backward(p, in, saved, g, ladder::round_to_tf32);
+  const p74::GradCheck ok = p74::check_grads(ref, tf32_tol, near);
+  EXPECT_TRUE(ok.pass()) << ok.summary();
+  const p74::GradCheck loose = p74::check_grads(ref, p74::grad_tolerance(p, ref), near);
+  EXPECT_FALSE(loose.x.pass()) << "the fp32 bound would accept TF32 grad_x: it is loose";
+  EXPECT_FALSE(loose.weight.pass()) << "the fp32 bound would accept TF32 grad_weight: it is loose";
+
+  // Truncation errs by about 2.4u_t a product (0.75 of a TF32 step on each operand of mantissa
+  // below 1.25), above the 2u_t + u_t^2 the bound allows.
+  const p74::GradCheck cut =
+      p74::check_grads(ref, tf32_tol, emulated_backward(p, in, saved, g, ladder::truncate_to_tf32));
+  EXPECT_FALSE(cut.x.pass()) << cut.summary();
+  EXPECT_FALSE(cut.weight.pass()) << cut.summary();
+  EXPECT_TRUE(cut.bias.pass() && cut.multiplier.pass()) << cut.summary();
+}
+
+TEST(P74Tf32GradBound, WiderOnlyForTheConvolutionGradients) {
+  const Problem74 p = small_problem();
+  const p74::Inputs in = p74::make_inputs(p);
+  const p74::Grads ref = p74::backward(p, in, p74::saved_from(p74::forward(p, in)), p74::make_grad_out(p));
+  const p74::GradTolerance fp32 = p74::grad_tolerance(p, ref), tf32 = p74::grad_tolerance(p, ref, p74::Precision::Tf32);
+  EXPECT_EQ(tf32.grad_bias, fp32.grad_bias);
+  EXPECT_EQ(tf32.grad_multiplier, fp32.grad_multiplier);
+  const double rel = 2 * ladder::kTf32UnitRoundoff + ladder::kTf32UnitRoundoff * ladder::kTf32UnitRoundoff;
+  for (size_t i = 0; i < ref.grad_x.size(); ++i) {
+    if (ref.terms_x[i] == 0) {
+      EXPECT_EQ(tf32.grad_x[i], 0.0) << "no terms: exactly 0 under either bound";
+      continue;
+    }
+    EXPECT_GE(tf32.grad_x[i], rel * ref.mag_x[i]);
+    EXPECT_GT(tf32.grad_x[i], fp32.grad_x[i]);
+  }
+  for (size_t i = 0; i < ref.grad_weight.size(); ++i) {
+    if (ref.terms_weight[i] > 0) {
+      EXPECT_GT(tf32.grad_weight[i], fp32.grad_weight[i]);
+    }
+  }
+}
+
+TEST(P74Tf32GradBound, ExactInputsStayExact) {
+  Problem74 p = tf32_problem();
+  p.distribution = p74::Distribution::Exact;
+  p.negative_slope = 0.25;
+  const p74::Inputs in = p74::make_inputs(p);
+  const p74::Saved saved = p74::saved_from(p74::forward(p, in));
+  const std::vector<float> g = p74::make_grad_out(p);
+  for (float v : g) ASSERT_EQ(ladder::round_to_tf32(v), v) << "an exact upstream gradient that TF32 does not hold";
+  const p74::Grads ref = p74::backward(p, in, saved, g);
+  // g_y = lrelu'(y) * lrelu'(m) * g * multiplier: a few bits each, so TF32 holds it.
+  for (size_t q = 0; q < saved.argmax.size(); ++q) {
+    const int64_t c = int64_t(q) / (p.out_elems() / (p.batch * p.out_channels)) % p.out_channels;
+    const float y = saved.y[q], a = y > 0 ? y : 0.25f * y, m = in.multiplier[size_t(c)] * a;
+    const float gm = m > 0 ? g[q] : 0.25f * g[q], g_mult = gm * in.multiplier[size_t(c)];
+    const float gy = y > 0 ? g_mult : 0.25f * g_mult;
+    ASSERT_EQ(ladder::round_to_tf32(gy), gy) << "a routed gradient that TF32 does not hold, window " << q;
+  }
+  const p74::GradTolerance tol = p74::grad_tolerance(p, ref, p74::Precision::Tf32);
+  for (const std::vector<double>* t : {&tol.grad_x, &tol.grad_weight, &tol.grad_bias, &tol.grad_multiplier})
+    EXPECT_TRUE(std::all_of(t->begin(), t->end(), [](double v) { return v == 0; }));
+  const p74::GradResult emulated = emulated_backward(p, in, saved, g, ladder::round_to_tf32);
+  EXPECT_EQ(to_double(emulated.grad_x), ref.grad_x);
+  EXPECT_EQ(to_double(emulated.grad_weight), ref.grad_weight);
 }

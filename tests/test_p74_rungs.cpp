@@ -5,7 +5,7 @@
 // equality, including windows where every value ties), the KernelBench size, determinism; the
 // runner on the CPU rung; and the checks shown to reject broken results; rung 10 (TF32 tensor
 // cores) at the TF32 bound on odd shapes, exactly on exact inputs, and feeding the backward rungs
-// its saved state. GPU tests skip,
+// its saved state; rung 11 (the gradients on TF32 tensor cores) likewise. GPU tests skip,
 // visibly, without a device; the others run anywhere.
 #include <gtest/gtest.h>
 
@@ -134,7 +134,7 @@ bool supported(const p74::Rung& rung, const Problem74& p, bool must) {
   return false;
 }
 
-bool fast_rung(const p74::Rung& r) { return r.id == "04" || r.id == "09" || r.id == "10"; }
+bool fast_rung(const p74::Rung& r) { return r.id == "04" || r.id == "09" || r.id == "10" || r.id == "11"; }
 
 /// Every forward rung in `rungs` on p against the oracle, each at the bound of its precision
 /// (rung 10: TF32); returns how many ran.
@@ -153,17 +153,18 @@ int check_forward_rungs(const Problem74& p, const std::vector<const p74::Rung*>&
   return ran;
 }
 
-/// Every backward rung in `rungs` on p, from the oracle's saved state, against the backward oracle.
+/// Every backward rung in `rungs` on p, from the oracle's saved state, against the backward oracle,
+/// each at the bound of its precision (rung 11: TF32).
 int check_backward_rungs(const Problem74& p, const std::vector<const p74::Rung*>& rungs, const std::string& what,
                          bool family = false) {
   const p74::Inputs in = p74::make_inputs(p);
   const p74::Saved saved = p74::saved_from(p74::forward(p, in));
   const std::vector<float> grad_out = p74::make_grad_out(p);
   const p74::Grads ref = p74::backward(p, in, saved, grad_out);
-  const p74::GradTolerance tol = p74::grad_tolerance(p, ref);
   int ran = 0;
   for (const p74::Rung* rung : rungs) {
     if (!supported(*rung, p, family && fast_rung(*rung))) continue;
+    const p74::GradTolerance tol = p74::grad_tolerance(p, ref, rung->precision);
     const p74::GradCheck c = p74::check_grads(ref, tol, p74::run_backward_once(*rung, p, in, saved, grad_out));
     EXPECT_TRUE(c.pass()) << "rung " << rung->label() << ", " << what << ": " << c.summary() << "\n" << p.describe();
     ++ran;
@@ -376,7 +377,7 @@ TEST(P74Runner, SamplesAndBackwardMacs) {
 
 TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
   const Problem74 ok = case_named("kernelbench_shape_small").p;
-  for (const char* id : {"04", "09", "10"}) {
+  for (const char* id : {"04", "09", "10", "11"}) {
     const p74::Rung* r = &p74::find_rung(id);
     EXPECT_EQ(r->why_unsupported(ok), "") << id;
     Problem74 p = ok;
@@ -392,8 +393,10 @@ TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
   }
   EXPECT_TRUE(p74::find_rung("08").deterministic);
   EXPECT_EQ(p74::find_rung("10").precision, p74::Precision::Tf32);  // held to the TF32 bound
+  EXPECT_EQ(p74::find_rung("11").precision, p74::Precision::Tf32);  // its gradients too
+  EXPECT_TRUE(p74::find_rung("11").deterministic);
   for (const p74::Rung* r : p74::rungs()) {
-    if (r->id != "10") {
+    if (r->id != "10" && r->id != "11") {
       EXPECT_EQ(r->precision, p74::Precision::Fp32) << r->label();
     }
   }
@@ -527,8 +530,8 @@ TEST(P74Rungs, KernelBenchSizeBackward) {
   const p74::Saved saved = p74::run_forward_once(p74::find_rung("04"), p, in).saved();
   const std::vector<float> grad_out = p74::make_grad_out(p);
   const p74::Grads ref = p74::backward(p, in, saved, grad_out);  // about 1e9 multiply-adds: seconds
-  const p74::GradTolerance tol = p74::grad_tolerance(p, ref);
   for (const p74::Rung* rung : gpu_rungs(false)) {
+    const p74::GradTolerance tol = p74::grad_tolerance(p, ref, rung->precision);
     const p74::GradCheck c = p74::check_grads(ref, tol, p74::run_backward_once(*rung, p, in, saved, grad_out));
     EXPECT_TRUE(c.pass()) << "rung " << rung->label() << ": " << c.summary();  // NaN fails too
   }
@@ -564,11 +567,10 @@ TEST(P74Rungs, SlopeAtExactlyZeroIsNegativeSlope) {
   const p74::Saved saved{std::vector<int32_t>(size_t(p.out_elems()), 0), std::vector<float>(size_t(p.out_elems()), 0.0f)};
   const std::vector<float> grad_out = p74::make_grad_out(p);
   const p74::Grads ref = p74::backward(p, in, saved, grad_out);
-  const p74::GradTolerance tol = p74::grad_tolerance(p, ref);
   for (const p74::Rung* rung : p74::rungs()) {
     if (!rung->backward) continue;
     const p74::GradResult got = p74::run_backward_once(*rung, p, in, saved, grad_out);
-    const p74::GradCheck c = p74::check_grads(ref, tol, got);
+    const p74::GradCheck c = p74::check_grads(ref, p74::grad_tolerance(p, ref, rung->precision), got);
     EXPECT_TRUE(c.pass()) << "rung " << rung->label() << ": " << c.summary();
     for (float gm : got.grad_multiplier) EXPECT_EQ(gm, 0.0f) << "rung " << rung->label();
   }
@@ -657,9 +659,9 @@ TEST(P74TensorCores, BackwardRungsFromItsSavedState) {
     const p74::Saved saved = p74::run_forward_once(rung10(), c.p, in).saved();
     const std::vector<float> grad_out = p74::make_grad_out(c.p);
     const p74::Grads ref = p74::backward(c.p, in, saved, grad_out);
-    const p74::GradTolerance tol = p74::grad_tolerance(c.p, ref);
     for (const p74::Rung* rung : gpu_rungs(false)) {
       if (!supported(*rung, c.p, fast_rung(*rung))) continue;
+      const p74::GradTolerance tol = p74::grad_tolerance(c.p, ref, rung->precision);
       const p74::GradCheck g = p74::check_grads(ref, tol, p74::run_backward_once(*rung, c.p, in, saved, grad_out));
       EXPECT_TRUE(g.pass()) << "rung " << rung->label() << " from rung 10's state, " << c.name << ": " << g.summary();
     }
@@ -681,9 +683,83 @@ TEST(P74TensorCores, KernelBenchSize) {
   const std::vector<float> grad_out = p74::make_grad_out(p);
   const p74::Saved saved = got.saved();
   const p74::Grads ref = p74::backward(p, in, saved, grad_out);
-  const p74::GradTolerance tol = p74::grad_tolerance(p, ref);
-  for (const char* id : {"08", "09"}) {
-    const p74::GradCheck g = p74::check_grads(ref, tol, p74::run_backward_once(p74::find_rung(id), p, in, saved, grad_out));
+  for (const char* id : {"08", "09", "11"}) {
+    const p74::Rung& rung = p74::find_rung(id);
+    const p74::GradCheck g = p74::check_grads(ref, p74::grad_tolerance(p, ref, rung.precision),
+                                              p74::run_backward_once(rung, p, in, saved, grad_out));
     EXPECT_TRUE(g.pass()) << "rung " << id << ": " << g.summary();
+  }
+}
+
+// --- rung 11: the two convolution gradients on TF32 tensor cores -----------------------------------
+
+namespace {
+
+/// Shapes that reach rung 11's tails: in_channels not a multiple of 16 (a partial n tile of
+/// grad_x, a partial m tile of grad_weight) and above 16 (two tiles), out_channels not a multiple
+/// of 8 (a partial k chunk of grad_x) and above 32 (two n tiles of grad_weight), input boxes that
+/// leave d, h and w rows partly empty, output_padding 0 and mixed, a single window, and a batch
+/// whose positions straddle the 8-position k steps of grad_weight.
+std::vector<Case> tensor_core_grad_shapes() {
+  std::vector<Case> m = tensor_core_shapes();
+  m.push_back({"ci17_co9_two_ci_tiles", base(2, 17, 9, {3, 5, 7}), true});
+  m.push_back({"ci33_co40_w_tail", base(1, 33, 40, {5, 3, 18}), true});
+  Problem74 p = base(3, 5, 13, {1, 3, 3});  // 9 positions a sample
+  p.conv.output_padding = {1, 0, 1};
+  m.push_back({"batch3_positions_straddle_steps", p, true});
+  return m;
+}
+
+const p74::Rung& rung11() { return p74::find_rung("tensor_core_grads"); }
+
+}  // namespace
+
+TEST(P74TensorCoreGrads, OddShapesAtTheTf32Bound) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : tensor_core_grad_shapes()) EXPECT_EQ(check_backward_rungs(c.p, {&rung11()}, c.name, true), 1);
+  for (const char* name : {"kernelbench_shape_small", "output_padding_0", "kernelbench_family_mixed_output_padding",
+                           "channel_tail_17_slope_0_01", "channel_tail_5_slope_1"})
+    EXPECT_EQ(check_backward_rungs(case_named(name).p, {&rung11()}, name, true), 1);
+}
+
+TEST(P74TensorCoreGrads, ExactWhereTheSumsAreExact) {
+  // Exact inputs: x, the weights and every g_y (at most 5 significant bits) are TF32 values and
+  // every sum is exact in fp32, so the tensor cores must give the oracle's bits.
+  SKIP_WITHOUT_GPU();
+  std::vector<Case> cases = tensor_core_grad_shapes();
+  cases.push_back(case_named("kernelbench_shape_small"));
+  cases.push_back({"exact_ci17_co9", base(1, 17, 9, {2, 3, 17}), true});
+  Problem74 mixed = base(2, 9, 33, {3, 5, 2});
+  mixed.conv.output_padding = {0, 1, 0};
+  cases.push_back({"exact_ci9_co33_mixed", mixed, true});
+  EXPECT_GE(check_exact_matrix({&rung11()}, cases), 5);
+  check_exact(exact(case_named("kernelbench_shape_small").p), true, "all ties", {&rung11()});
+}
+
+TEST(P74TensorCoreGrads, OtherParametersAreRefused) {
+  SKIP_WITHOUT_GPU();
+  for (const char* name : {"groups_2", "per_axis_parameters", "conv_dilation_2", "pool_stride_1_overlapping"}) {
+    const Problem74 p = case_named(name).p;
+    const p74::Inputs in = p74::make_inputs(p);
+    const p74::Saved saved = p74::saved_from(p74::forward(p, in));
+    EXPECT_THROW(p74::run_backward_once(rung11(), p, in, saved, p74::make_grad_out(p)), std::invalid_argument) << name;
+  }
+}
+
+TEST(P74TensorCoreGrads, FromRung10sStateAndAgreesWithRung09) {
+  // From rung 10's saved state (the KernelBench pair 10 + 11) at the TF32 bound; grad_bias and
+  // grad_multiplier come from the same fp32 two-level reduction as rung 09's: the same bits.
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : {case_named("kernelbench_shape_small"), case_named("channel_tail_17_slope_0_01")}) {
+    const p74::Inputs in = p74::make_inputs(c.p);
+    const p74::Saved saved = p74::run_forward_once(rung10(), c.p, in).saved();
+    const std::vector<float> grad_out = p74::make_grad_out(c.p);
+    const p74::Grads ref = p74::backward(c.p, in, saved, grad_out);
+    const p74::GradResult got = p74::run_backward_once(rung11(), c.p, in, saved, grad_out);
+    const p74::GradCheck g = p74::check_grads(ref, p74::grad_tolerance(c.p, ref, p74::Precision::Tf32), got);
+    EXPECT_TRUE(g.pass()) << c.name << ": " << g.summary();
+    const p74::GradResult fp32 = p74::run_backward_once(p74::find_rung("09"), c.p, in, saved, grad_out);
+    EXPECT_EQ(got.grad_bias, fp32.grad_bias) << c.name << ": the same two-level reduction";
+    EXPECT_EQ(got.grad_multiplier, fp32.grad_multiplier) << c.name;
   }
 }

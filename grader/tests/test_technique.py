@@ -568,6 +568,26 @@ namespace cg = cooperative_groups;
                   acc[p][mt][nt][e] += __uint_as_float(e < 2 ? a_lo[mt].x : a_hi[mt].y) *
                                        __uint_as_float(e % 2 ? b[nt].y : b[nt].x);
 """)], ("loop_has", "not_in_loop"), "FP32 FMAs in the chunk loop in place of the mma (grader/fixtures/p74-10)"),
+
+    Variant("p74-11", "honest"),
+    Variant("p74-11", "x_truncated_not_rounded", [(f"{P74}/rungs/11_tensor_core_grads/tensor_core_grads.cu", """\
+      x_s[stage_row * kK + stage_slot] = __uint_as_float(tf32_bits(v));  // rounded to nearest by its copier
+""", """\
+      x_s[stage_row * kK + stage_slot] = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+""")], ("tf32_rounded",), "grad_weight's staged x truncated (a mask without the add of 0x1000)"),
+    Variant("p74-11", "weights_unrounded", [(f"{P74}/rungs/11_tensor_core_grads/tensor_core_grads.cu", """\
+  wx[e] = __uint_as_float(tf32_bits(v));
+""", """\
+  wx[e] = v;
+""")], ("tf32_rounded",), "grad_x's laid-out weights never rounded: the mma truncates them"),
+    Variant("p74-11", "ffma_not_mma", [(f"{P74}/rungs/11_tensor_core_grads/tensor_core_grads.cu", """\
+              for (int nt = 0; nt < kXNTiles; ++nt) mma_tf32(acc[mt][nt], a_lo, a_hi, bf[nt]);
+""", """\
+              for (int nt = 0; nt < kXNTiles; ++nt)  // FP32 FMAs on the fragments' values: no mma
+                for (int e = 0; e < 4; ++e)
+                  acc[mt][nt][e] += __uint_as_float(e < 2 ? a_lo.x : a_hi.y) *
+                                    __uint_as_float(e % 2 ? bf[nt].y : bf[nt].x);
+""")], ("loop_has", "not_in_loop"), "grad_x: FP32 FMAs in the chunk loop in place of the mma"),
 ]
 
 

@@ -3,8 +3,8 @@
 // .cpp for the CPU rung) defines one descriptor function, LADDER_RUNG_SYMBOL()
 // (common/toolkit/rung_id.hpp); the build derives its number and name from the folder's name and
 // generates the list in ladder order.
-// Forward rungs (01-04, 10) compute out and save what the backward needs; backward rungs (05-09)
-// compute the four gradients from that saved state; rung 00 does both on the CPU.
+// Forward rungs (01-04, 10) compute out and save what the backward needs; backward rungs (05-09,
+// 11) compute the four gradients from that saved state; rung 00 does both on the CPU.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -96,8 +96,9 @@ struct Rung {
   std::string (*unsupported)(const Problem74&) = nullptr;
   /// True if two runs give bitwise-equal results (no order-dependent floating-point atomics).
   bool deterministic = true;
-  /// How the forward forms the convolution's products; the runner and the tests hold the rung's
-  /// forward to forward_tolerance of this precision (Tf32: tensor cores on TF32-rounded inputs).
+  /// How the rung forms the convolution's products; the runner and the tests hold a forward rung
+  /// to forward_tolerance of this precision and a backward rung to grad_tolerance of it (Tf32:
+  /// tensor cores on TF32-rounded operands).
   Precision precision = Precision::Fp32;
 
   bool is_cpu() const { return cpu_forward != nullptr; }

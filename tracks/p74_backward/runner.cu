@@ -210,7 +210,8 @@ struct BackwardModel : PassModel {
   std::string no_saved = {};
   std::unique_ptr<DeviceBackwardIo> io = {};
   std::unique_ptr<Grads> ref = {};
-  std::unique_ptr<GradTolerance> tol = {};
+  std::unique_ptr<GradTolerance> tol = {};       // the fp32 bound
+  std::unique_ptr<GradTolerance> tol_tf32 = {};  // the TF32 bound, made when a TF32 rung is checked
   std::vector<float> grad_again = {};  // --refill-check: another seed's grad_out
 
   RungResult start(const Rung& rung) const { return PassModel::start(rung, "backward"); }
@@ -234,15 +235,17 @@ struct BackwardModel : PassModel {
     r.device_bytes = g->dev.bytes() + io->bytes() + double(ws.bytes());
     return got;
   }
-  void check(const Rung&, RungResult& r, const GradResult& got) {
+  void check(const Rung& rung, RungResult& r, const GradResult& got) {
     r.checked = report.backward_macs <= opt.oracle_max_macs;
     if (r.checked && !ref) {
       say(opt, "  fp64 backward oracle...");
       ref = std::make_unique<Grads>(backward(p, in, *saved, grad_out));
       tol = std::make_unique<GradTolerance>(grad_tolerance(p, *ref));
     }
+    if (r.checked && rung.precision == Precision::Tf32 && !tol_tf32)
+      tol_tf32 = std::make_unique<GradTolerance>(grad_tolerance(p, *ref, Precision::Tf32));
     r.checked_on = r.checked ? "every element" : "unchecked: the backward exceeds --oracle-max-macs";
-    if (r.checked) r.grad_check = check_grads(*ref, *tol, got);
+    if (r.checked) r.grad_check = check_grads(*ref, rung.precision == Precision::Tf32 ? *tol_tf32 : *tol, got);
   }
   /// Only grad_out's buffer is refilled: the backward's other inputs are the forward's.
   void refill(bool other) {
@@ -261,9 +264,9 @@ struct BackwardModel : PassModel {
     CUDA_CHECK(cudaStreamSynchronize(g->stream.s));
     return io->fetch();
   }
-  void check_refilled(const Rung&, RungResult& r, const GradResult& second) const {
+  void check_refilled(const Rung& rung, RungResult& r, const GradResult& second) const {
     const Grads ref_again = backward(p, in, *saved, grad_again);
-    const auto again = check_grads(ref_again, grad_tolerance(p, ref_again), second);
+    const auto again = check_grads(ref_again, grad_tolerance(p, ref_again, rung.precision), second);
     if (again.pass()) return;
     r.grad_check = again;
     r.note = "the run on a refilled grad_out (same buffer, another seed) disagrees with its oracle";

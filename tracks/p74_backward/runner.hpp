@@ -1,4 +1,4 @@
-// The problem-74 track's ladder: runs the forward rungs (01-04, 10) and the backward rungs (05-09),
+// The problem-74 track's ladder: runs the forward rungs (01-04, 10) and the backward rungs (05-09, 11),
 // and rung 00 on the CPU, on one problem; checks each against the fp64 oracles and times it
 // against floors measured in the same run; reports a table and JSON (p74_ladder, the tests).
 //

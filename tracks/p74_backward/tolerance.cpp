@@ -49,6 +49,22 @@
 //       tol = (lambda*sqrt(terms) + 6)*u*mag + terms*2^-120,
 // the last term for intermediates that underflow or are flushed (six per term, each <= 2^-126,
 // times the later factors, taken as < 10). An element with no nonzero term must be exactly 0.
+//
+// Backward of a TF32 rung (Precision::Tf32), grad_x and grad_weight, derived as the forward's TF32
+// bound is: the two operands of each product (weight and g_y for grad_x, x and the routed g_y for
+// grad_weight) are rounded to TF32 (cvt.rna, unit roundoff u_t) before they multiply, so each term
+// is off by a further (2u_t + u_t^2) of itself on top of the fp32 chain's six roundings (which now
+// end at g_y, the product of two TF32 values being exact in fp32: keeping the six overstates it
+// by one u). That part is deterministic, (2u_t + u_t^2)*mag, no square root. The sums are fp32
+// on tensor cores that may truncate when they add, so the sum's and the six roundings' term is
+// taken with 2u for u, on rounded terms of magnitude at most (1 + 2u_t + u_t^2)*mag, and the
+// floor is doubled for operands TF32 rounds in the subnormal range (as the forward's):
+//       tol = (2u_t + u_t^2)*mag + (lambda*sqrt(terms) + 6)*2u*(1 + 2u_t + u_t^2)*mag + 2*terms*2^-120.
+// The (2u_t + u_t^2)*mag term dominates: about 2^-10*mag against the fp32 rung's
+// (lambda*sqrt(terms) + 6)*u*mag. grad_bias and grad_multiplier have no convolution: a TF32 rung
+// computes them in fp32, and they keep the fp32 bound. A rung that truncates either operand
+// instead of rounding errs by up to 2u_t each, up to 4u_t a term. On Exact inputs (x, weights and
+// g_y are TF32 values already: at most 5 significant bits) the bound stays 0.
 // Excluded: the branches on y > 0 and m > 0 take the oracle's fp64 m = mult*a; where the fp32
 // product underflows to 0 (|mult*a| < 2^-149) a rung takes the other branch. With these inputs
 // (|a| >= slope*|y| and |mult| drawn from N(0,1)) that needs |y| below about 1e-44: not met.
@@ -133,14 +149,20 @@ void for_each_window_position(const Problem74& p, Visit&& visit) {
   }
 }
 
-std::vector<double> grad_tol(const std::vector<double>& mag, const std::vector<int64_t>& terms, bool is_exact) {
+// The backward bound of one gradient; tf32: its products formed from TF32-rounded operands (above).
+std::vector<double> grad_tol(const std::vector<double>& mag, const std::vector<int64_t>& terms, bool is_exact,
+                             bool tf32 = false) {
   if (mag.size() != terms.size())
     throw std::invalid_argument("grad_tolerance: magnitudes and term counts differ in size");
   std::vector<double> tol(mag.size(), 0.0);
   if (is_exact) return tol;
+  // fp32: rel = 0, the sums' u, one floor; tf32: the operands' rounding, 2u, two floors (above).
+  const double rel = tf32 ? 2.0 * kTf32UnitRoundoff + kTf32UnitRoundoff * kTf32UnitRoundoff : 0.0;
+  const double u = tf32 ? 2.0 * kU : kU, floors = tf32 ? 2.0 : 1.0;
   for (size_t i = 0; i < tol.size(); ++i) {
     const double n = double(terms[i]);
-    tol[i] = (kLambda * std::sqrt(n) + 6.0) * kU * mag[i] + n * std::ldexp(1.0, -120);
+    tol[i] = rel * mag[i] + (kLambda * std::sqrt(n) + 6.0) * u * (1.0 + rel) * mag[i] +
+             floors * n * std::ldexp(1.0, -120);
   }
   return tol;
 }
@@ -224,11 +246,11 @@ std::string ForwardCheck::summary() const {
   return s.str();
 }
 
-GradTolerance grad_tolerance(const Problem74& p, const Grads& ref) {
-  const bool e = exact(p);
+GradTolerance grad_tolerance(const Problem74& p, const Grads& ref, Precision precision) {
+  const bool e = exact(p), tf32 = precision == Precision::Tf32;
   GradTolerance t;
-  t.grad_x = grad_tol(ref.mag_x, ref.terms_x, e);
-  t.grad_weight = grad_tol(ref.mag_weight, ref.terms_weight, e);
+  t.grad_x = grad_tol(ref.mag_x, ref.terms_x, e, tf32);
+  t.grad_weight = grad_tol(ref.mag_weight, ref.terms_weight, e, tf32);
   t.grad_bias = grad_tol(ref.mag_bias, ref.terms_bias, e);
   t.grad_multiplier = grad_tol(ref.mag_multiplier, ref.terms_multiplier, e);
   return t;

@@ -16,7 +16,10 @@
 // clearly smaller position is not, for either precision.
 // Backward: each gradient is a sum of products of fp32 values; its error is bounded the same way
 // from its term count and magnitude (Grads::terms_*, Grads::mag_*), in any summation order (an
-// atomic, a tree, a shuffle, a two-level reduction). On Exact inputs the bound is 0.
+// atomic, a tree, a shuffle, a two-level reduction). A TF32 rung (rung 11: the two convolution
+// gradients on tensor cores from TF32-rounded operands) is held to a wider bound on grad_x and
+// grad_weight (tolerance.cpp derives it); grad_bias and grad_multiplier keep the fp32 one. On
+// Exact inputs the bound is 0 for either precision.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +35,8 @@ namespace ladder::p74 {
 using tracks::Agreement;
 using tracks::compare;
 
-/// How a rung forms the convolution's products: FP32 FMAs, or tensor cores on TF32-rounded x and
-/// weights with FP32 accumulation. (The main ladder's ladder::Precision, common/model/tolerance.hpp,
+/// How a rung forms the convolution's products: FP32 FMAs, or tensor cores on TF32-rounded operands
+/// (x and weights in the forward; weights, x and g_y in the backward) with FP32 accumulation. (The main ladder's ladder::Precision, common/model/tolerance.hpp,
 /// lives with that ladder's Problem and Reference; the track keeps its own.)
 enum class Precision { Fp32, Tf32 };
 const char* precision_name(Precision p);  ///< "fp32", "tf32"
@@ -62,7 +65,9 @@ ForwardCheck check_forward(const Problem74& p, const Forward& ref, const Forward
 struct GradTolerance {
   std::vector<double> grad_x, grad_weight, grad_bias, grad_multiplier;
 };
-GradTolerance grad_tolerance(const Problem74& p, const Grads& ref);
+/// The bound of a backward rung of `precision` (tolerance.cpp): Tf32 widens grad_x's and
+/// grad_weight's. Throws std::invalid_argument when ref's magnitudes and term counts differ in size.
+GradTolerance grad_tolerance(const Problem74& p, const Grads& ref, Precision precision = Precision::Fp32);
 
 struct GradCheck {
   Agreement x, weight, bias, multiplier;
