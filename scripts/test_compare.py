@@ -616,6 +616,24 @@ class P74(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "no 'tf32' bound"):
             p74.reference_bounds(ref, "tf32")
 
+    def test_gradient_bound_by_precision(self):
+        import math
+        import types
+        t = types.SimpleNamespace(sqrt=math.sqrt)  # _sum_bound on plain floats
+        mag, n = 3.0, 400.0
+        fp32, tf32 = p74._sum_bound(t, mag, n), p74._sum_bound(t, mag, n, "tf32")
+        self.assertEqual(fp32, (8.0 * 20.0 + 6.0) * 2.0 ** -24 * mag + n * 2.0 ** -120)
+        rel = 2 * 2.0 ** -11 + 2.0 ** -22
+        self.assertAlmostEqual(tf32 / (rel * mag + 166.0 * 2.0 ** -23 * (1 + rel) * mag + 2 * n * 2.0 ** -120), 1.0,
+                               places=14)
+        self.assertGreater(tf32, 50 * fp32)  # the operands' rounding, 2u_t, against (8 sqrt(n) + 6) u
+        # grad_x and grad_weight have a bound per precision; grad_bias and grad_multiplier one (FP32 sums)
+        bref = {"tol_grad_x_fp32": 1.0, "tol_grad_x_tf32": 2.0, "tol_grad_bias": 3.0}
+        self.assertEqual([p74.grad_tolerance(bref, "grad_x", pr) for pr in ("fp32", "tf32")], [1.0, 2.0])
+        self.assertEqual(p74.grad_tolerance(bref, "grad_bias", "tf32"), 3.0)
+        with self.assertRaisesRegex(ValueError, "no gradient bound for precision 'bf16'"):
+            p74.grad_tolerance(bref, "grad_x", "bf16")
+
     def test_fastest_skips_failed_and_untimed(self):
         vs = [variant74("forward", fwd=0.5, passed=False, name="f03"), variant74("forward", fwd=1.0, name="f04"),
               variant74("forward", name="f01"), variant74("eager", fwd=0.1)]

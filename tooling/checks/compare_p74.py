@@ -398,9 +398,12 @@ def check_forward(torch, ref, out, argmax, y_saved, precision="fp32"):
     return res
 
 
-def _sum_bound(torch, mag, terms):
-    """tolerance.cpp's grad_tol: (lambda*sqrt(terms) + 6)*u*mag + terms*2^-120."""
-    return (LAMBDA * torch.sqrt(terms) + 6.0) * FP32_U * mag + terms * 2.0 ** -120
+def _sum_bound(torch, mag, terms, precision="fp32"):
+    """tolerance.cpp's grad_tol: rel*mag + (lambda*sqrt(terms) + 6)*u*(1 + rel)*mag + floors*terms*2^-120,
+    with Y_BOUND's (rel, u, floors) of `precision`: fp32 (0, u, 1); tf32, products of TF32-rounded
+    operands (2u_t + u_t^2, 2u, 2)."""
+    rel, u, floors = Y_BOUND[precision]
+    return rel * mag + (LAMBDA * torch.sqrt(terms) + 6.0) * u * (1.0 + rel) * mag + floors * terms * 2.0 ** -120
 
 
 def backward_reference(torch, model, x, argmax, y_saved, grad_out, ref):
@@ -444,19 +447,31 @@ def backward_reference(torch, model, x, argmax, y_saved, grad_out, ref):
     out["grad_x"], out["grad_weight"] = conv_grads(x64, w64, grad_y)
     mag_x, mag_w = conv_grads(x64.abs(), w64.abs(), grad_y_abs)
     n_x, n_w = conv_grads((x64 != 0).double(), (w64 != 0).double(), grad_y_nz)
-    out["tol_grad_x"] = _sum_bound(torch, mag_x, n_x)
-    out["tol_grad_weight"] = _sum_bound(torch, mag_w, n_w)
+    # grad_x and grad_weight are the convolutions a TF32 rung may run on tensor cores; grad_bias
+    # and grad_multiplier stay FP32 sums in every rung (tolerance.cpp's grad_tolerance)
+    for prec in Y_BOUND:
+        out[f"tol_grad_x_{prec}"] = _sum_bound(torch, mag_x, n_x, prec)
+        out[f"tol_grad_weight_{prec}"] = _sum_bound(torch, mag_w, n_w, prec)
     return out
 
 
 GRAD_NAMES = ("grad_x", "grad_weight", "grad_bias", "grad_multiplier")
 
 
-def check_backward(torch, bref, grads):
-    """A backward rung's four gradients against backward_reference."""
-    res = {}
+def grad_tolerance(bref, name, precision="fp32"):
+    """The bound backward_reference computed for gradient `name` of a rung of `precision`:
+    grad_x and grad_weight have one per precision (Y_BOUND's), grad_bias and grad_multiplier one.
+    ValueError for a precision with no bound."""
+    if precision not in Y_BOUND:
+        raise ValueError(f"no gradient bound for precision {precision!r} (those: {', '.join(Y_BOUND)})")
+    return bref.get(f"tol_{name}_{precision}", bref.get("tol_" + name))
+
+
+def check_backward(torch, bref, grads, precision="fp32"):
+    """A backward rung's four gradients against backward_reference, at `precision`'s bound."""
+    res = {"precision": precision}
     for name, g in zip(GRAD_NAMES, grads):
-        res[name] = agreement(g.reshape(bref[name].shape), bref[name], bref["tol_" + name])
+        res[name] = agreement(g.reshape(bref[name].shape), bref[name], grad_tolerance(bref, name, precision))
     res["pass"] = all(res[n]["pass"] for n in GRAD_NAMES)
     return res
 
@@ -647,7 +662,7 @@ def compare(torch, p74, args, rungs) -> int:
                 grads = p74.p74_backward(grad_out, x.detach(), model.conv_transpose.weight, model.conv_transpose.bias,
                                          model.multiplier, argmax, y_saved, rung=v["rung"], poison=True,
                                          **p74.module_params(model))
-            v["check"] = {**check_backward(torch, bref, grads), "gating": True}
+            v["check"] = {**check_backward(torch, bref, grads, precision[v["rung"]]), "gating": True}
 
         run(pairs, "check (backward)", train_check)
         del bref, argmax, y_saved
@@ -859,18 +874,20 @@ def check_case(torch, p74, case, seed, fwd_ids, bwd_ids, rung_meta, results):
     bref = backward_reference(torch, model, x, argmax, y_saved, grad_out, ref)
     plain = autograd_reference(torch, model, x, grad_out)
     differ = routing_differences(torch, ref, argmax, y_saved)
-    tols = [bref["tol_" + n] for n in GRAD_NAMES]
     flat, _ = offset_positions(torch, argmax, ref["pool"], ref["conv_size"])
     lip2 = max(1.0, abs(ref["slope"])) ** 2  # grad_multiplier's terms use y64's a there, not y_saved's
     e_y_src = reference_bounds(ref, src_prec)["e_y"]  # y_saved is within the saving rung's bound of y64
-    tols[3] = tols[3] + lip2 * (grad_out.double().abs() * _at(torch, e_y_src, flat)).sum((0, 2, 3, 4))
+    mult_slack = lip2 * (grad_out.double().abs() * _at(torch, e_y_src, flat)).sum((0, 2, 3, 4))
     for r in bwd_ids:
         label = f"{name}: backward {r} (state of forward {src})"
         call = (lambda r=r: p74.p74_backward(grad_out, x, w, b, mult, argmax, y_saved, rung=r, poison=True, **kw))
         grads = cc.call_rung(torch, results, label, call, refusal(r))
         if grads is None:
             continue
-        c = check_backward(torch, bref, grads)
+        prec = rung_meta["precision"][r]
+        tols = [grad_tolerance(bref, n, prec) for n in GRAD_NAMES]
+        tols[3] = tols[3] + mult_slack
+        c = check_backward(torch, bref, grads, prec)
         results.append({"check": f"{label} vs float64 routed alike", "pass": c["pass"],
                         "worst_ratio": max(c[n]["worst_ratio"] for n in GRAD_NAMES),
                         "got": ", ".join(f"{n} {c[n]['worst_ratio']:.3g}" for n in GRAD_NAMES)})
