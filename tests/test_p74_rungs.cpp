@@ -683,8 +683,8 @@ TEST(P74TensorCores, KernelBenchSize) {
   const std::vector<float> grad_out = p74::make_grad_out(p);
   const p74::Saved saved = got.saved();
   const p74::Grads ref = p74::backward(p, in, saved, grad_out);
-  for (const char* id : {"08", "09", "11"}) {
-    const p74::Rung& rung = p74::find_rung(id);
+  for (const std::string id : {"08", "09", "11"}) {
+    const p74::Rung& rung = p74::find_rung(id);  // a std::string already: no temporary to outlive
     const p74::GradCheck g = p74::check_grads(ref, p74::grad_tolerance(p, ref, rung.precision),
                                               p74::run_backward_once(rung, p, in, saved, grad_out));
     EXPECT_TRUE(g.pass()) << "rung " << id << ": " << g.summary();
