@@ -318,7 +318,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (tid < kWCi * kK) {  // x for (stage_p, ci0 + stage_row): consecutive threads read consecutive positions
       const int ci = ci0 + stage_row;
-      const float v = valid && ci < g.in_channels ? __ldg(x + (int64_t(n) * g.in_channels + ci) * g.in_spatial + s) : 0.f;
+      const float v =
+          valid && ci < g.in_channels ? __ldg(x + (int64_t(n) * g.in_channels + ci) * g.in_spatial + s) : 0.f;
       x_s[stage_row * kK + stage_slot] = __uint_as_float(tf32_bits(v));  // rounded to nearest by its copier
     }
     __syncthreads();
