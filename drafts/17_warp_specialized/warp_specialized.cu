@@ -101,12 +101,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   if (role == 0) {
     // ---- producer warpgroup: 40 registers; one thread issues every copy --------------------
+#ifndef WS_DBG_NO_SETMAXNREG  // diagnose.sh's builds: each switch removes one suspect
     setmaxnreg_dec<kWsProducerRegs>();
+#endif
     if (warp == 0 && lane == 0) {
       // draft solution region: begin
       // draft stub: ladder_todo("17.1", "producer: wait EMPTY, expect_tx on FULL, x box by TMA, weights by bulk copy");
       // draft stub: ladder_unused(xmap, wring, xring, steps, chunks, weight_floats, box_floats);
+#ifndef WS_DBG_NO_PREFETCH
       prefetch_tensor_map(&xmap);
+#endif
       const float* wt_block =
           a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats;
       const uint32_t step_bytes = uint32_t((weight_floats + box_floats) * 4);  // what lands per step
@@ -119,7 +123,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const int ih0 = th * kOutRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
         const int iw0 = tw * kOutCols + p.padding_w - (KW - 1);
         mbar_arrive_expect_tx(&full[slot], step_bytes);
+#ifdef WS_DBG_CLAMP  // no negative coordinate reaches the copy engine (wrong sums at the borders)
+        tma_load_5d(xring + slot * box_floats, &xmap, max(iw0, 0), max(ih0, 0), chunk * kCiChunk, bc.group, int(bc.n),
+                    &full[slot]);
+#else
         tma_load_5d(xring + slot * box_floats, &xmap, iw0, ih0, chunk * kCiChunk, bc.group, int(bc.n), &full[slot]);
+#endif
         bulk_copy(wring + slot * weight_floats, wt_block + int64_t(chunk) * a.g.co_tiles_per_group * weight_floats,
                   uint32_t(weight_floats * 4), &full[slot]);
       }
@@ -127,7 +136,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
   } else {
     // ---- consumer warpgroups: 232 registers; wait FULL, wgmma, release EMPTY ----------------
+#ifndef WS_DBG_NO_SETMAXNREG
     setmaxnreg_inc<kWsConsumerRegs>();
+#endif
     const int cwarp = warp - 4, cwg = cwarp / 4, q = cwarp % 4;  // consumer warpgroup, warp in it
     const int g = lane / 4, t = lane % 4;
     const int co_count = min(kWgCo, p.out_per_group - bc.co_base);

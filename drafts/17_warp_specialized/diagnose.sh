@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One GPU call that separates the suspects of the draft's illegal instruction (README, Status).
+# Run from the repository root on an H100 or H200; logs go to $OUT (default ./device-out).
+# It works on a scratch copy of the tree with the draft put back into the ladder, so the
+# checkout itself is not changed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/device-out}; mkdir -p "$OUT"
+T=$(mktemp -d /tmp/ws-diagnose.XXXXXX)
+tar --exclude='./build*' --exclude=./.git -cf - . | tar -xf - -C "$T"
+mkdir -p "$T/stages/17_warp_specialized"
+cp drafts/17_warp_specialized/{warp_specialized.cu,rung.json} "$T/stages/17_warp_specialized/"
+cp drafts/17_warp_specialized/lib/*.cuh "$T/stages/lib/"
+build() {  # $1: build folder, $2...: extra CMake arguments
+  cmake -S "$T" -B "$1" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DLADDER_WERROR=ON "${@:2}" > "$1.cfg.log" 2>&1 &&
+    ninja -C "$1" ladder > "$1.build.log" 2>&1 || { echo "build of $1 failed"; tail -20 "$1.build.log"; return 1; }
+}
+SMALL=(--batch 1 --in-channels 8 --out-channels 128 --size 64 --reps 1 --warmup 0 -q)
+row() { "$@" 2>&1 | grep -E '^17 |error' | cut -c1-160 | head -2; }
+build "$T/b" || exit 1
+{
+  echo "== kernel and padding: which problems fail (negative tensor-map coordinates or more than one tap)"
+  for kp in "3 3:2 2" "1 3:0 2" "3 1:0 0" "1 3:0 0" "3 3:0 0" "1 1:0 0"; do
+    printf 'kernel %s, padding %s: ' "${kp%%:*}" "${kp##*:}"
+    row timeout 60 "$T/b/ladder" --stages 15,17 "${SMALL[@]}" --kernel-size ${kp%%:*} --padding ${kp##*:}; echo
+  done
+  echo "== compute-sanitizer: the faulting instruction (map its address on sass.txt)"
+  timeout 120 compute-sanitizer --tool memcheck "$T/b/ladder" --stages 17 "${SMALL[@]}" --kernel-size 3 2>&1 | head -40
+  for f in $(find "$T/b" -name 'warp_specialized.cu.o'); do cuobjdump -sass "$f" > "$OUT/sass.txt"; done
+  for v in WS_DBG_NO_SETMAXNREG WS_DBG_NO_PREFETCH WS_DBG_CLAMP; do
+    echo "== built with -D$v (kernel 3)"
+    build "$T/b_$v" "-DCMAKE_CUDA_FLAGS=-D$v" && row timeout 60 "$T/b_$v/ladder" --stages 15,17 "${SMALL[@]}" --kernel-size 3
+  done
+} 2>&1 | tee "$OUT/diagnose.txt"
