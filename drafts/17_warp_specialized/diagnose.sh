@@ -11,6 +11,7 @@ tar --exclude='./build*' --exclude=./.git -cf - . | tar -xf - -C "$T"
 mkdir -p "$T/stages/17_warp_specialized"
 cp drafts/17_warp_specialized/{warp_specialized.cu,rung.json} "$T/stages/17_warp_specialized/"
 cp drafts/17_warp_specialized/lib/*.cuh "$T/stages/lib/"
+cp drafts/17_warp_specialized/toolkit/{tma.cuh,tensor_map.hpp} "$T/common/toolkit/"
 build() {  # $1: build folder, $2...: extra CMake arguments
   cmake -S "$T" -B "$1" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DLADDER_WERROR=ON "${@:2}" > "$1.cfg.log" 2>&1 &&
     ninja -C "$1" ladder > "$1.build.log" 2>&1 || { echo "build of $1 failed"; tail -20 "$1.build.log"; return 1; }
