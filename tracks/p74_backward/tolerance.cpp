@@ -149,16 +149,25 @@ void for_each_window_position(const Problem74& p, Visit&& visit) {
   }
 }
 
-// The backward bound of one gradient; tf32: its products formed from TF32-rounded operands (above).
+/// How a precision enters the bounds above: rel, the operands' rounding relative to each product;
+/// u, the unit roundoff of the sums; floors, how many underflow floors. fp32: (0, u, 1); tf32:
+/// (2u_t + u_t^2, 2u, 2). The forward and the backward bounds both take it from here.
+struct Rounding {
+  double rel, u, floors;
+};
+Rounding rounding_of(Precision precision) {
+  if (precision != Precision::Tf32) return {0.0, kU, 1.0};
+  return {2.0 * kTf32UnitRoundoff + kTf32UnitRoundoff * kTf32UnitRoundoff, 2.0 * kU, 2.0};
+}
+
+// The backward bound of one gradient at `precision` (Tf32: products of TF32-rounded operands, above).
 std::vector<double> grad_tol(const std::vector<double>& mag, const std::vector<int64_t>& terms, bool is_exact,
-                             bool tf32 = false) {
+                             Precision precision = Precision::Fp32) {
   if (mag.size() != terms.size())
     throw std::invalid_argument("grad_tolerance: magnitudes and term counts differ in size");
   std::vector<double> tol(mag.size(), 0.0);
   if (is_exact) return tol;
-  // fp32: rel = 0, the sums' u, one floor; tf32: the operands' rounding, 2u, two floors (above).
-  const double rel = tf32 ? 2.0 * kTf32UnitRoundoff + kTf32UnitRoundoff * kTf32UnitRoundoff : 0.0;
-  const double u = tf32 ? 2.0 * kU : kU, floors = tf32 ? 2.0 : 1.0;
+  const auto [rel, u, floors] = rounding_of(precision);
   for (size_t i = 0; i < tol.size(); ++i) {
     const double n = double(terms[i]);
     tol[i] = rel * mag[i] + (kLambda * std::sqrt(n) + 6.0) * u * (1.0 + rel) * mag[i] +
@@ -181,10 +190,7 @@ ForwardTolerance forward_tolerance(const Problem74& p, const Forward& ref, Preci
   const Triple cs = p.conv_size();
   const std::vector<int64_t> td = taps_on_axis(p, 0), th = taps_on_axis(p, 1), tw = taps_on_axis(p, 2);
   const int64_t spatial = cs.d * cs.h * cs.w;
-  // fp32: rel = 0, the sums' u, one floor; tf32: the inputs' rounding, 2u, two floors (above).
-  const bool tf32 = precision == Precision::Tf32;
-  const double rel = tf32 ? 2.0 * kTf32UnitRoundoff + kTf32UnitRoundoff * kTf32UnitRoundoff : 0.0;
-  const double u = tf32 ? 2.0 * kU : kU, floors = tf32 ? 2.0 : 1.0;
+  const auto [rel, u, floors] = rounding_of(precision);
   for (size_t i = 0; i < t.y.size(); ++i) {
     const int64_t s = int64_t(i) % spatial;
     const double K = double(p.in_per_group()) * double(td[size_t(s / (cs.h * cs.w))]) *
@@ -247,10 +253,10 @@ std::string ForwardCheck::summary() const {
 }
 
 GradTolerance grad_tolerance(const Problem74& p, const Grads& ref, Precision precision) {
-  const bool e = exact(p), tf32 = precision == Precision::Tf32;
+  const bool e = exact(p);
   GradTolerance t;
-  t.grad_x = grad_tol(ref.mag_x, ref.terms_x, e, tf32);
-  t.grad_weight = grad_tol(ref.mag_weight, ref.terms_weight, e, tf32);
+  t.grad_x = grad_tol(ref.mag_x, ref.terms_x, e, precision);
+  t.grad_weight = grad_tol(ref.mag_weight, ref.terms_weight, e, precision);
   t.grad_bias = grad_tol(ref.mag_bias, ref.terms_bias, e);
   t.grad_multiplier = grad_tol(ref.mag_multiplier, ref.terms_multiplier, e);
   return t;
