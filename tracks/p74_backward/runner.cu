@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -210,8 +211,7 @@ struct BackwardModel : PassModel {
   std::string no_saved = {};
   std::unique_ptr<DeviceBackwardIo> io = {};
   std::unique_ptr<Grads> ref = {};
-  std::unique_ptr<GradTolerance> tol = {};       // the fp32 bound
-  std::unique_ptr<GradTolerance> tol_tf32 = {};  // the TF32 bound, made when a TF32 rung is checked
+  std::map<Precision, GradTolerance> tols = {};  // each precision's bound, made when a rung of it is checked
   std::vector<float> grad_again = {};  // --refill-check: another seed's grad_out
 
   RungResult start(const Rung& rung) const { return PassModel::start(rung, "backward"); }
@@ -240,12 +240,12 @@ struct BackwardModel : PassModel {
     if (r.checked && !ref) {
       say(opt, "  fp64 backward oracle...");
       ref = std::make_unique<Grads>(backward(p, in, *saved, grad_out));
-      tol = std::make_unique<GradTolerance>(grad_tolerance(p, *ref));
     }
-    if (r.checked && rung.precision == Precision::Tf32 && !tol_tf32)
-      tol_tf32 = std::make_unique<GradTolerance>(grad_tolerance(p, *ref, Precision::Tf32));
     r.checked_on = r.checked ? "every element" : "unchecked: the backward exceeds --oracle-max-macs";
-    if (r.checked) r.grad_check = check_grads(*ref, rung.precision == Precision::Tf32 ? *tol_tf32 : *tol, got);
+    if (!r.checked) return;
+    auto tol = tols.find(rung.precision);
+    if (tol == tols.end()) tol = tols.emplace(rung.precision, grad_tolerance(p, *ref, rung.precision)).first;
+    r.grad_check = check_grads(*ref, tol->second, got);
   }
   /// Only grad_out's buffer is refilled: the backward's other inputs are the forward's.
   void refill(bool other) {

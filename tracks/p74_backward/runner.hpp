@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -116,13 +117,12 @@ double backward_macs(const Problem74& p, const Saved& saved);
 std::vector<int64_t> samples_to_check(const Problem74& p, double oracle_max_macs, int max_samples);
 
 /// The oracle's forward and tolerances for one checked sample (sample -1: the whole problem),
-/// kept so that every rung is checked against one oracle run: the fp32 bound, and the TF32 bound
-/// once a TF32 rung has been checked (empty until then).
+/// kept so that every rung is checked against one oracle run: each precision's bound is made the
+/// first time a rung of that precision is checked.
 struct ForwardOracle {
   int64_t sample = -1;
   Forward ref;
-  ForwardTolerance tol;
-  ForwardTolerance tol_tf32 = {};
+  std::map<Precision, ForwardTolerance> tols = {};
   /// The bound of `precision`, made on first use (p: the problem this oracle ran).
   const ForwardTolerance& tolerance(const Problem74& p, Precision precision);
 };

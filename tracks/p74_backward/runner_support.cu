@@ -74,9 +74,9 @@ std::vector<int64_t> samples_to_check(const Problem74& p, double oracle_max_macs
 }
 
 const ForwardTolerance& ForwardOracle::tolerance(const Problem74& p, Precision precision) {
-  if (precision == Precision::Fp32) return tol;
-  if (tol_tf32.y.empty()) tol_tf32 = forward_tolerance(p, ref, precision);
-  return tol_tf32;
+  auto it = tols.find(precision);
+  if (it == tols.end()) it = tols.emplace(precision, forward_tolerance(p, ref, precision)).first;
+  return it->second;
 }
 
 ForwardCheck check_forward_samples(const Problem74& p, const Inputs& in, const ForwardResult& got,
@@ -94,17 +94,13 @@ ForwardCheck check_forward_samples(const Problem74& p, const Inputs& in, const F
   const int64_t per_x = p.x_elems() / p.batch, per_out = n / p.batch;
   if (oracles.empty()) {
     if (whole) {
-      Forward ref = forward(p, in);
-      ForwardTolerance tol = forward_tolerance(p, ref);
-      oracles.push_back({-1, std::move(ref), std::move(tol)});
+      oracles.push_back({-1, forward(p, in)});
     }
     for (int64_t s : whole ? std::vector<int64_t>{} : samples) {
       if (s < 0 || s >= p.batch)
         throw std::invalid_argument("check_forward_samples: sample " + std::to_string(s) + " outside the batch of " +
                                     std::to_string(p.batch));
-      Forward ref = forward(one, Inputs{slice(in.x, s * per_x, per_x), in.weight, in.bias, in.multiplier});
-      ForwardTolerance tol = forward_tolerance(one, ref);
-      oracles.push_back({s, std::move(ref), std::move(tol)});
+      oracles.push_back({s, forward(one, Inputs{slice(in.x, s * per_x, per_x), in.weight, in.bias, in.multiplier})});
     }
   }
   if (oracles.size() == 1 && oracles[0].sample < 0)
