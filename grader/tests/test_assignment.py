@@ -536,6 +536,34 @@ class P74HandoutTest(HandoutCase):
         self.assertTrue(any("partial[threadIdx.x + stride]" in s for s in secrets))
 
 
+class P74TensorCoreGradsHandoutTest(HandoutCase):
+    """A handout of p74-11, the tensor-core gradients: its solutions sit in the rung's own file
+    (the weights' layout, the TF32 rounding at staging, the two mma loops), and it is graded on
+    problem lists of its own (the KernelBench geometry family, backward)."""
+    RUNGS = "p74-11"
+    RUNG_FILE = "tracks/p74_backward/rungs/11_tensor_core_grads/tensor_core_grads.cu"
+
+    def test_manifest_stubs_and_lists(self):
+        m = json.loads(self.read(handout.MANIFEST))
+        self.assertEqual(m["files"], {"p74-11": [self.RUNG_FILE]})
+        text = self.read(self.RUNG_FILE)
+        self.assertEqual(sorted(re.findall(r'ladder_todo\("(p74-11\.\d)"', text)),
+                         [f"p74-11.{k}" for k in range(1, 7)])
+        self.assertIsNone(re.search(r"(?m)^\s*//\s*(BEGIN|END) SOLUTION|STUB:", text))
+        for solution in ("mma_tf32(acc", "tf32_bits(gy)", "tf32_bits(v)", "tf32_bits(win[b]"):
+            self.assertNotIn(solution, text)
+        shipped = handout.repo_files(self.out)
+        for path in ("grader/p74_family_backward_public.problems", "grader/p74_family_backward_practice.problems"):
+            self.assertIn(path, shipped)
+        self.assertFalse([f for f in shipped if f.startswith("grader/hidden")])
+        self.assertIn("`grader/p74_family_backward_public.problems`", self.read("README.md"))
+
+    def test_check_handout_and_leaks(self):
+        self.assertEqual(handout.check_handout(ROOT, self.out), [])
+        secrets = handout.solution_lines(ROOT, {"p74-11"})
+        self.assertTrue(any("mma_tf32(acc[mt][nt], a_lo, a_hi, bf[nt])" in s for s in secrets))
+
+
 class ProblemsTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ta_")
@@ -903,6 +931,13 @@ class TrackGradeTest(unittest.TestCase):
         self.assertEqual(problems.rung_settings(t, "08")["public"], "grader/p74_public.problems")  # the track's
         self.assertEqual(problems.report_settings(t, number)["direction"], "forward")
         self.assertIn("grader/hidden/p74_forward_hidden.problems", rungs.hidden_lists(config, ["p74-10"]))
+        # p74-11: the same family, backward (the track's report settings: its four gradients)
+        own = problems.rung_settings(t, "11")
+        self.assertEqual((own["public"], own["hidden"]), ("grader/p74_family_backward_public.problems",
+                                                          "grader/hidden/p74_family_backward_hidden.problems"))
+        self.assertEqual(len(own["sanitizer_problems"]), 2)
+        self.assertEqual(problems.report_settings(t, "11")["direction"], "backward")
+        self.assertIn("grader/hidden/p74_family_backward_hidden.problems", rungs.hidden_lists(config, ["p74-11"]))
 
     def test_sanitizer_timeout_stops_the_program(self):
         # A compute-sanitizer that starts the program and hangs: the timeout must stop both.

@@ -555,6 +555,11 @@ namespace cg = cooperative_groups;
 """)], ("loop_has", "not_in_loop"), "FP32 FMAs in the chunk loop in place of the mma (grader/fixtures/p74-10)"),
 
     Variant("p74-11", "honest"),
+    Variant("p74-11", "truncate_not_round", [(f"{P74}/rungs/11_tensor_core_grads/tensor_core_grads.cu", """\
+      gy_s[px * kK + slot] = __uint_as_float(tf32_bits(gy));  // rounded to nearest by its copier
+""", """\
+      gy_s[px * kK + slot] = __uint_as_float(__float_as_uint(gy) & 0xffffe000u);
+""")], ("tf32_rounded",), "grad_x's staged g_y truncated (a mask without the add of 0x1000; grader/fixtures/p74-11)"),
     Variant("p74-11", "x_truncated_not_rounded", [(f"{P74}/rungs/11_tensor_core_grads/tensor_core_grads.cu", """\
       x_s[stage_row * kK + stage_slot] = __uint_as_float(tf32_bits(v));  // rounded to nearest by its copier
 """, """\
@@ -564,7 +569,7 @@ namespace cg = cooperative_groups;
   wx[e] = __uint_as_float(tf32_bits(v));
 """, """\
   wx[e] = v;
-""")], ("tf32_rounded",), "grad_x's laid-out weights never rounded: the mma truncates them"),
+""")], ("tf32_rounded",), "grad_x's laid-out weights never rounded: the mma truncates them (grader/fixtures/p74-11)"),
     Variant("p74-11", "ffma_not_mma", [(f"{P74}/rungs/11_tensor_core_grads/tensor_core_grads.cu", """\
               for (int nt = 0; nt < kXNTiles; ++nt) mma_tf32(acc[mt][nt], a_lo, a_hi, bf[nt]);
 """, """\

@@ -44,6 +44,7 @@
 #include "common/toolkit/cuda_check.hpp"
 #include "common/toolkit/mma_tf32.cuh"  // mma_tf32, tf32_bits, tf32_mma_in
 #include "rung_id.hpp"                  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
+#include "todo.cuh"                     // ladder_todo: the handout's stubs
 
 namespace ladder::p74 {
 namespace {
@@ -96,6 +97,9 @@ XGrid x_grid(const Geometry& g) {
 /// with the k index (co) fastest. Each (co_chunk, ci_tile) block of kXWeightFloats floats is then one
 /// contiguous copy. weight (in_channels, out_channels, 3, 3, 3), fp32.
 __global__ void tf32_weight_layout_x(Geometry g, XGrid xg, const float* __restrict__ weight, float* __restrict__ wx) {
+  // BEGIN SOLUTION
+  // STUB: ladder_todo("p74-11.1", "tf32_weight_layout_x: wx[e], weight[ci, co, tap] at its B slot, TF32");
+  // STUB: ladder_unused(g, xg, weight, wx);
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= xg.weight_floats()) return;
   const int slot = int(e % kK), ci = int(e / kK % kXCi), tap = int(e / (kK * kXCi) % kTaps);
@@ -106,6 +110,7 @@ __global__ void tf32_weight_layout_x(Geometry g, XGrid xg, const float* __restri
   const float v =
       c_in < g.in_channels && co < g.out_channels ? weight[(int64_t(c_in) * g.out_channels + co) * kTaps + tap] : 0.f;
   wx[e] = __uint_as_float(tf32_bits(v));
+  // END SOLUTION
 }
 
 /// 1-D grid, block b = ((n*tiles + tile)*ci_tiles + ci_tile) with tile = (td*tiles_h + th)*tiles_w
@@ -172,7 +177,11 @@ __global__ void __launch_bounds__(kThreads)
         gy = __ldg(g_y + at);
         off = __ldg(argmax + at);
       }
+      // BEGIN SOLUTION
+      // STUB: if (chunk == 0 && px < kThreads / kK) ladder_todo("p74-11.2", "grad_x staging: g_y rounded to TF32");
+      // STUB: gy_s[px * kK + slot] = gy;
       gy_s[px * kK + slot] = __uint_as_float(tf32_bits(gy));  // rounded to nearest by its copier
+      // END SOLUTION
       off_s[px * kK + slot] = off;
     }
     const float4* w_src = reinterpret_cast<const float4*>(wx_tile + int64_t(chunk) * xg.ci_tiles * kXWeightFloats);
@@ -180,6 +189,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // The implicit GEMM of one chunk: per window, its fragments once, then every tap reading it.
+    // BEGIN SOLUTION
+    // STUB: if (chunk == 0) ladder_todo("p74-11.5", "grad_x's chunk: each window's fragments, then its taps' mma");
+    // STUB: ladder_unused(gy_s, off_s, w_s, warp, gq, tq, acc);
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
       const int bd = b >> 2, bh = (b >> 1) & 1, bw = b & 1;
@@ -217,19 +229,20 @@ __global__ void __launch_bounds__(kThreads)
             }
           }
     }
+    // END SOLUTION
   }
 
 #pragma unroll
-  for (int mt = 0; mt < kXMTiles; ++mt) {
-    const int mi = warp * kXMTiles + mt, id = id0 + mi / kXTH, ih = ih0 + mi % kXTH;
+  for (int i = 0; i < kXMTiles; ++i) {
+    const int mi = warp * kXMTiles + i, id = id0 + mi / kXTH, ih = ih0 + mi % kXTH;
 #pragma unroll
-    for (int nt = 0; nt < kXNTiles; ++nt)
+    for (int j = 0; j < kXNTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int iw = iw0 + gq + 8 * (e >> 1), ci = ci0 + nt * 8 + 2 * tq + (e & 1);
+        const int iw = iw0 + gq + 8 * (e >> 1), ci = ci0 + j * 8 + 2 * tq + (e & 1);
         if (id >= g.in[0] || ih >= g.in[1] || iw >= g.in[2] || ci >= g.in_channels) continue;
         grad_x[(int64_t(n) * g.in_channels + ci) * g.in_spatial + (int64_t(id) * g.in[1] + ih) * g.in[2] + iw] =
-            acc[mt][nt][e];
+            acc[i][j][e];
       }
   }
 }
@@ -306,7 +319,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int b = 0; b < 8; ++b) {
         off[b] = win[b] >= 0 ? __ldg(argmax + plane + win[b]) : -1;
+        // BEGIN SOLUTION
+        // STUB: if (p0 == begin && b == 0) ladder_todo("p74-11.3", "grad_weight staging: g_y rounded to TF32");
+        // STUB: gy[b] = win[b] >= 0 ? __ldg(g_y + plane + win[b]) : 0.f;
         gy[b] = __uint_as_float(tf32_bits(win[b] >= 0 ? __ldg(g_y + plane + win[b]) : 0.f));  // to nearest
+        // END SOLUTION
       }
       float* col = g_s + stage_row * kK + stage_slot;
 #pragma unroll
@@ -320,11 +337,18 @@ __global__ void __launch_bounds__(kThreads)
       const int ci = ci0 + stage_row;
       const float v =
           valid && ci < g.in_channels ? __ldg(x + (int64_t(n) * g.in_channels + ci) * g.in_spatial + s) : 0.f;
+      // BEGIN SOLUTION
+      // STUB: if (p0 == begin) ladder_todo("p74-11.4", "grad_weight staging: x rounded to TF32");
+      // STUB: x_s[stage_row * kK + stage_slot] = v;
       x_s[stage_row * kK + stage_slot] = __uint_as_float(tf32_bits(v));  // rounded to nearest by its copier
+      // END SOLUTION
     }
     __syncthreads();
 
     // One k step of 27 GEMMs: the A fragment once, then the warp's units.
+    // BEGIN SOLUTION
+    // STUB: if (p0 == begin) ladder_todo("p74-11.6", "grad_weight's step: the A fragment, then each unit's mma");
+    // STUB: ladder_unused(x_s, g_s, acc);
     const uint2 a_lo = *reinterpret_cast<const uint2*>(x_s + gq * kK + 2 * tq);
     const uint2 a_hi = *reinterpret_cast<const uint2*>(x_s + (gq + 8) * kK + 2 * tq);
 #pragma unroll
@@ -339,21 +363,22 @@ __global__ void __launch_bounds__(kThreads)
         mma_tf32(acc[j][nt], a_lo, a_hi, bf);
       }
     }
+    // END SOLUTION
   }
 
   float* dst = partials + int64_t(chunk) * g.weight_elems;
 #pragma unroll
-  for (int j = 0; j < kUnitsPerWarp; ++j) {
-    const int u = warp + kWarps * j;
-    if (u >= kUnits) continue;
-    const int k = u / 2, half = u % 2;
+  for (int uj = 0; uj < kUnitsPerWarp; ++uj) {  // the warp's units, as in the loop above
+    const int unit = warp + kWarps * uj;
+    if (unit >= kUnits) continue;
+    const int tap = unit / 2, co_half = unit % 2;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int ci = ci0 + gq + 8 * (e >> 1), co = co0 + half * 16 + nt * 8 + 2 * tq + (e & 1);
+        const int ci = ci0 + gq + 8 * (e >> 1), co = co0 + co_half * 16 + nt * 8 + 2 * tq + (e & 1);
         if (ci < g.in_channels && co < g.out_channels)
-          dst[(int64_t(ci) * g.out_channels + co) * kTaps + k] = acc[j][nt][e];
+          dst[(int64_t(ci) * g.out_channels + co) * kTaps + tap] = acc[uj][nt][e];
       }
   }
 }
