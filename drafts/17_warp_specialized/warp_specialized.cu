@@ -66,7 +66,8 @@ __global__ void tf32_weight_kmajor(ConvParams p, const float* weight, float* wt,
 /// (a.box_cols, a.box_rows, 8, 1, 1) (lib/warp_specialized_host.cuh: x_tensor_map).
 /// Step s = (tile, chunk of 8 input channels); slot s % kWsRing of the ring holds its
 ///   x box   [8 ci][box_rows][box_cols] fp32, the patch rows ih0 .. and columns iw0 .. of the
-///           tile, zeros outside x and past the group's channels (the copy engine's fill);
+///           tile from box column a.box_shift on (the box starts 16 bytes into a row of x), zeros
+///           outside x and past the group's channels (the copy engine's fill);
 ///   weights [tap][khalf][128 co][4 ci] fp32, TF32-rounded, K-major (stage 15's slot).
 /// full[slot] completes when both have landed (one arrival with the step's transaction bytes);
 /// empty[slot] when the 8 consumer warps have released it (8 arrivals).
@@ -101,16 +102,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   if (role == 0) {
     // ---- producer warpgroup: 40 registers; one thread issues every copy --------------------
-#ifndef WS_DBG_NO_SETMAXNREG  // diagnose.sh's builds: each switch removes one suspect
     setmaxnreg_dec<kWsProducerRegs>();
-#endif
     if (warp == 0 && lane == 0) {
       // draft solution region: begin
       // draft stub: ladder_todo("17.1", "producer: wait EMPTY, expect_tx on FULL, x box by TMA, weights by bulk copy");
       // draft stub: ladder_unused(xmap, wring, xring, steps, chunks, weight_floats, box_floats);
-#ifndef WS_DBG_NO_PREFETCH
       prefetch_tensor_map(&xmap);
-#endif
       const float* wt_block =
           a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats;
       const uint32_t step_bytes = uint32_t((weight_floats + box_floats) * 4);  // what lands per step
@@ -121,14 +118,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const int tile = tile_begin + s / chunks, chunk = s % chunks;
         const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
         const int ih0 = th * kOutRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
-        const int iw0 = tw * kOutCols + p.padding_w - (KW - 1);
+        const int iw0 = tw * kOutCols + p.padding_w - (KW - 1) - a.box_shift;  // a multiple of 4: 16 bytes
         mbar_arrive_expect_tx(&full[slot], step_bytes);
-#ifdef WS_DBG_CLAMP  // no negative coordinate reaches the copy engine (wrong sums at the borders)
-        tma_load_5d(xring + slot * box_floats, &xmap, max(iw0, 0), max(ih0, 0), chunk * kCiChunk, bc.group, int(bc.n),
-                    &full[slot]);
-#else
         tma_load_5d(xring + slot * box_floats, &xmap, iw0, ih0, chunk * kCiChunk, bc.group, int(bc.n), &full[slot]);
-#endif
         bulk_copy(wring + slot * weight_floats, wt_block + int64_t(chunk) * a.g.co_tiles_per_group * weight_floats,
                   uint32_t(weight_floats * 4), &full[slot]);
       }
@@ -136,14 +128,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
   } else {
     // ---- consumer warpgroups: 232 registers; wait FULL, wgmma, release EMPTY ----------------
-#ifndef WS_DBG_NO_SETMAXNREG
     setmaxnreg_inc<kWsConsumerRegs>();
-#endif
     const int cwarp = warp - 4, cwg = cwarp / 4, q = cwarp % 4;  // consumer warpgroup, warp in it
     const int g = lane / 4, t = lane % 4;
     const int co_count = min(kWgCo, p.out_per_group - bc.co_base);
-    // This thread's A element (pixel 16q + g, channel t) of output row 2*cwg of the box, tap (kH-1, KW-1).
-    const int a_base = t * plane + (kWgRows * cwg) * a.box_cols + 16 * q + g;
+    // This thread's A element (pixel 16q + g, channel t) of output row 2*cwg of the patch, tap (kH-1, KW-1).
+    const int a_base = t * plane + (kWgRows * cwg) * a.box_cols + a.box_shift + 16 * q + g;
     const uint32_t b_lbo = kWgCo * 16;  // B: the second k-half, 2,048 bytes on; SBO 128 (16 co apart)
 
     float acc[kWgRows][64];  // read by the wgmma's "+f" operands; a tile's first wgmma ignores them (scale-d 0)

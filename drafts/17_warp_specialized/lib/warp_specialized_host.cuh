@@ -32,6 +32,7 @@ struct WsPlan {
   bool fast = false;  ///< the warp-specialized kernel; else conv_pool_general
   int kernel_w = 0, tiles_w = 0;
   XBox box{};
+  int shift = 0;  ///< box_shift: the box's columns left of the patch
   size_t smem_bytes = 0;
   FusedGrid g{};
 };
@@ -65,7 +66,8 @@ inline WsPlan make_ws_plan(const Problem& pr) {
   const bool shape_ok = pr.stride.h == 1 && pr.stride.w == 1 && pr.dilation.w == 1 &&
                         pr.kernel_size.w <= kMaxKernelW && rows <= kMaxWgPatchRows && pr.in_w % 4 == 0;
   if (shape_ok) {
-    q.box = x_box(int(rows), int(pr.kernel_size.w));
+    q.shift = box_shift(int(pr.padding.w), int(pr.kernel_size.w));
+    q.box = x_box(int(rows), int(pr.kernel_size.w), q.shift);
     const int64_t bytes = kWsRing * (ws_weight_bytes(taps) + ws_box_bytes(q.box));
     alignas(16) static const float probe[4] = {};  // an aligned address: the plan checks the map's shape only
     q.fast = bytes + kWsStaticBytes <= int64_t(shared_memory_per_block_limit()) &&
@@ -142,7 +144,7 @@ struct WsHost {
           cp, a.in.weight, wt, int(ceil_div(p.in_per_group(), kCiChunk)), q.g.co_tiles_per_group, total);
       CUDA_CHECK_LAUNCH("tf32_weight_kmajor");
       const CUtensorMap xmap = encode_tensor_map_f32(x_tensor_map(p, a.in.x, q.box), "x");
-      const WsArgs t{cp, wt, partials, q.g, q.tiles_w, q.box.rows, q.box.cols};
+      const WsArgs t{cp, wt, partials, q.g, q.tiles_w, q.box.rows, q.box.cols, q.shift};
       with_kernel(q, [&](auto kernel) {
         kernel<<<q.g.blocks, kWsThreads, q.smem_bytes, a.stream>>>(xmap, t);
         CUDA_CHECK_LAUNCH("conv_pool_warp_specialized");

@@ -36,13 +36,21 @@ constexpr int64_t kWsStaticBytes = sizeof(float) * kWsConsumerWarps * kWgCo + 10
 
 /// The x box of one step, as the copy engine writes it: [8 channels][rows][cols] fp32, dense
 /// (a channel plane is rows x cols floats). rows >= the patch's rows (kOutRows + (kH - 1) * dh),
-/// cols >= 64 + kW - 1 and a multiple of 4 (the box's rows are 16-byte multiples).
+/// cols >= shift + 64 + kW - 1 and a multiple of 4 (the box's rows are 16-byte multiples).
+/// The box starts `shift` columns left of the patch (box_shift): the copy engine faults with an
+/// illegal instruction when a box's first column is not 16 bytes into a row of x (measured on an
+/// H100: every failing problem had its first column at 2 mod 4, every passing one at 0 mod 4).
 struct XBox {
   int rows = 0;
   int cols = 0;
 };
 
-/// The smallest box (rows x cols) that holds the patch and whose channel plane, rows x cols
+/// Columns between the box's first column and the patch's: the patch of tile column tw starts at
+/// input column 64 tw + padding_w - (kW - 1), so the box starts at the multiple of 4 at or left of
+/// it, the same shift for every tile.
+constexpr int box_shift(int padding_w, int kernel_w) { return ((padding_w - (kernel_w - 1)) % 4 + 4) % 4; }
+
+/// The smallest box (rows x cols) that holds the shifted patch and whose channel plane, rows x cols
 /// floats, is 8 mod 16: then the A fragment loads are free of bank conflicts. A load instruction
 /// reads, in lane 4g + t, the word t * plane + g + (the same offset for all lanes) (pixel g,
 /// channel t; or pixel g + 8, or channel t + 4: the same pattern shifted). Its bank is that mod 32.
@@ -50,30 +58,33 @@ struct XBox {
 /// banks; with plane = 0 mod 16, two channels share banks (2 or 4-way). Every patch gets such a
 /// box: odd rows with cols = 8 mod 16, rows = 2 mod 4 with cols = 4 mod 8, rows = 0 mod 4 with one
 /// extra row (odd). At the KernelBench size (rows 6, kW 3): 6 x 68 = 408 = 24 mod 32.
-constexpr XBox x_box(int patch_rows, int kernel_w) {
-  const int need = (kOutCols + kernel_w - 1 + 3) / 4 * 4;
+constexpr XBox x_box(int patch_rows, int kernel_w, int shift) {
+  const int need = (shift + kOutCols + kernel_w - 1 + 3) / 4 * 4;
   XBox best;
   for (int r = patch_rows; r <= patch_rows + 1; ++r)
     for (int c = need; c < need + 16; c += 4)
       if ((r * c) % 16 == 8 && (best.rows == 0 || r * c < best.rows * best.cols)) best = XBox{r, c};
   return best;
 }
-/// Whether every patch the plan accepts (4 .. kMaxWgPatchRows rows, kernel_w 1 .. kMaxKernelW) gets
-/// a box that holds it, is conflict-free, fits the copy engine's box limit of 256 and adds at most
-/// one row.
+/// Whether every patch the plan accepts (4 .. kMaxWgPatchRows rows, kernel_w 1 .. kMaxKernelW, any
+/// shift) gets a box that holds it, is conflict-free, fits the copy engine's box limit of 256 and
+/// adds at most one row.
 constexpr bool every_x_box_ok() {
   for (int rows = kOutRows; rows <= kMaxWgPatchRows; ++rows)
-    for (int kw = 1; kw <= kMaxKernelW; ++kw) {
-      const XBox b = x_box(rows, kw);
-      if (b.rows < rows || b.rows > rows + 1 || b.cols < kOutCols + kw - 1 || b.cols % 4 != 0 || b.cols > 256 ||
-          (b.rows * b.cols) % 16 != 8)
-        return false;
-    }
+    for (int kw = 1; kw <= kMaxKernelW; ++kw)
+      for (int shift = 0; shift < 4; ++shift) {
+        const XBox b = x_box(rows, kw, shift);
+        if (b.rows < rows || b.rows > rows + 1 || b.cols < shift + kOutCols + kw - 1 || b.cols % 4 != 0 ||
+            b.cols > 256 || (b.rows * b.cols) % 16 != 8)
+          return false;
+      }
   return true;
 }
 static_assert(every_x_box_ok(), "x_box: a conflict-free box for every patch the plan accepts");
-static_assert(x_box(6, 3).rows == 6 && x_box(6, 3).cols == 68, "the KernelBench box: 6 rows x 68 columns");
-static_assert(x_box(4, 1).rows == 5 && (5 * x_box(4, 1).cols) % 16 == 8, "rows 0 mod 4 take one row more");
+static_assert(box_shift(0, 3) == 2 && box_shift(2, 3) == 0 && box_shift(1, 5) == 1, "shift = start mod 4");
+static_assert(x_box(6, 3, box_shift(0, 3)).rows == 6 && x_box(6, 3, box_shift(0, 3)).cols == 68,
+              "the KernelBench box: 6 rows x 68 columns, 2 of them left of the patch");
+static_assert(x_box(4, 1, 0).rows == 5 && (5 * x_box(4, 1, 0).cols) % 16 == 8, "rows 0 mod 4 take one row more");
 
 /// The warp-specialized kernel's arguments, by value (the tensor map of x is a separate
 /// __grid_constant__ parameter). wt: the weights as tf32_weight_kmajor writes them; partials
@@ -86,6 +97,7 @@ struct WsArgs {
   int tiles_w;   ///< tiles per row of tiles
   int box_rows;  ///< XBox::rows
   int box_cols;  ///< XBox::cols
+  int box_shift;  ///< columns of the box left of the patch (box_shift)
 };
 
 }  // namespace
