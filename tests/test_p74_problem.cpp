@@ -4,8 +4,9 @@
 // the backward oracle against finite differences of the forward oracle, exactness of the exact
 // distribution, and the checks: the CPU rung 00 passes them, and known-bad results fail them;
 // the TF32 bound: an emulated TF32 forward passes it, truncation, a shifted tap or a dropped
-// channel fail it, and a near-tie within it is accepted; the TF32 gradient bound likewise: an
-// emulated TF32 backward passes it, the fp32 bound and truncation do not.
+// channel fail it, and a near-tie within it is accepted; the FP32 bound against 3xTF32: an
+// emulated TF32 forward fails it, an emulated 3xTF32 forward passes it; the TF32 gradient bound
+// likewise: an emulated TF32 backward passes it, the fp32 bound and truncation do not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -722,6 +723,82 @@ TEST(P74Tf32Bound, NearTieWithinTheBoundIsAcceptedWrongPositionIsNot) {
       p74::check_forward(p, ref, p74::forward_tolerance(p, ref, p74::Precision::Tf32), picking(2));
   EXPECT_FALSE(wrong.pass());
   EXPECT_EQ(wrong.argmax_failures, int64_t(good.out.size())) << wrong.summary();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The FP32 bound against 3xTF32 (Precision::Fp32, rung 12): on inputs between TF32 values, a host
+// emulation of plain TF32 (rung 10's arithmetic) fails the FP32 bound, a host emulation of 3xTF32
+// (every product as big*big + big*small + small*big of split_tf32's parts, summed exactly) passes
+// it, and 3xTF32 with the weights' small parts lost (rung 10's rounded weight layout carried over)
+// fails it again.
+
+namespace {
+
+/// The 3xTF32 forward on the host: the convolution is bilinear in x and the weights, so its sum of
+/// three products per term is the sum of three oracle runs on the parts (big x with big weights and
+/// the bias, big x with small weights, small x with big weights); then the chain and the max in
+/// window order as the oracle takes them, rounded to fp32 at the end. `weight_small`: false drops
+/// the weights' small parts (the weights rounded to TF32 before the split).
+p74::ForwardResult emulated_three_tf32_forward(const Problem74& p, const p74::Inputs& in, bool weight_small = true) {
+  p74::Inputs bb = in, bs = in, sb = in;  // (x part, weight part): big big, big small, small big
+  for (size_t i = 0; i < in.x.size(); ++i) {
+    const ladder::Tf32Split s = ladder::split_tf32(in.x[i]);
+    bb.x[i] = bs.x[i] = s.big;
+    sb.x[i] = s.small;
+  }
+  for (size_t i = 0; i < in.weight.size(); ++i) {
+    const ladder::Tf32Split s = ladder::split_tf32(in.weight[i]);
+    bb.weight[i] = sb.weight[i] = s.big;
+    bs.weight[i] = weight_small ? s.small : 0.0f;
+  }
+  std::fill(bs.bias.begin(), bs.bias.end(), 0.0f);
+  std::fill(sb.bias.begin(), sb.bias.end(), 0.0f);
+  const p74::Forward f_bb = p74::forward(p, bb), f_bs = p74::forward(p, bs), f_sb = p74::forward(p, sb);
+  const double slope = p74::slope(p);
+  auto lrelu = [slope](double v) { return v > 0 ? v : slope * v; };
+  const Triple o = p.out_size();
+  const int64_t out_spatial = o[0] * o[1] * o[2];
+  p74::ForwardResult r;
+  for (int64_t q = 0; q < p.out_elems(); ++q) {
+    const double mult = in.multiplier[size_t(q / out_spatial % p.out_channels)];
+    double best = -INFINITY, y_best = 0;
+    int32_t at = -1;
+    for (int32_t offset = 0; offset < int32_t(p.pool_window()); ++offset) {
+      const int64_t pos = p74::argmax_position(p, q, offset);
+      if (pos < 0) continue;
+      const double y = f_bb.y[size_t(pos)] + f_bs.y[size_t(pos)] + f_sb.y[size_t(pos)];
+      const double z = lrelu(mult * lrelu(y));
+      if (at < 0 || z > best) best = z, y_best = y, at = offset;
+    }
+    r.out.push_back(float(best));
+    r.argmax.push_back(at);
+    r.y.push_back(float(y_best));
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST(P74ThreeTf32Bound, Fp32BoundRejectsTf32AcceptsThreeTf32) {
+  const Problem74 p = tf32_problem();
+  const p74::Inputs in = between_tf32_values(p);
+  const p74::Forward ref = p74::forward(p, in);
+  for (float v : in.x) ASSERT_NE(ladder::round_to_tf32(v), v) << "an input that TF32 holds: nothing to split";
+  // The emulation itself: with the parts' sum exact (inputs that are TF32 values), it is the oracle.
+  p74::Inputs tf32_in = in;
+  for (float& v : tf32_in.x) v = ladder::round_to_tf32(v);
+  for (float& v : tf32_in.weight) v = ladder::round_to_tf32(v);
+  const p74::ForwardResult same = emulated_three_tf32_forward(p, tf32_in);
+  EXPECT_EQ(same.argmax, rounded(p74::forward(p, tf32_in)).argmax);
+  // Plain TF32 (rung 10) is outside the FP32 bound; 3xTF32 (rung 12) inside it.
+  EXPECT_FALSE(passes(p, ref, p74::Precision::Fp32, emulated_forward(p, in, ladder::round_to_tf32)))
+      << "the FP32 bound accepts plain TF32: it cannot tell rung 12 from rung 10";
+  const p74::ForwardResult three = emulated_three_tf32_forward(p, in);
+  EXPECT_TRUE(passes(p, ref, p74::Precision::Fp32, three))
+      << p74::check_forward(p, ref, p74::forward_tolerance(p, ref, p74::Precision::Fp32), three).summary();
+  // Half of the correction lost (the weights rounded before the split: their small parts 0).
+  const p74::ForwardResult half = emulated_three_tf32_forward(p, in, false);
+  EXPECT_FALSE(passes(p, ref, p74::Precision::Fp32, half)) << "3xTF32 without the weights' small parts passed";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@
 // equality, including windows where every value ties), the KernelBench size, determinism; the
 // runner on the CPU rung; and the checks shown to reject broken results; rung 10 (TF32 tensor
 // cores) at the TF32 bound on odd shapes, exactly on exact inputs, and feeding the backward rungs
-// its saved state; rung 11 (the gradients on TF32 tensor cores) likewise. GPU tests skip,
-// visibly, without a device; the others run anywhere.
+// its saved state; rung 11 (the gradients on TF32 tensor cores) likewise; rung 12 (rung 10 in
+// 3xTF32) at the FP32 bound, also on inputs between TF32 values. GPU tests skip, visibly, without
+// a device; the others run anywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 
 #include "p74_backward/runner.hpp"
 #include "skip_without_gpu.hpp"
+#include "tf32.hpp"  // common/toolkit/: tf32_three_quarters, round_to_tf32
 
 namespace p74 = ladder::p74;
 using p74::Problem74;
@@ -134,10 +136,12 @@ bool supported(const p74::Rung& rung, const Problem74& p, bool must) {
   return false;
 }
 
-bool fast_rung(const p74::Rung& r) { return r.id == "04" || r.id == "09" || r.id == "10" || r.id == "11"; }
+bool fast_rung(const p74::Rung& r) {
+  return r.id == "04" || r.id == "09" || r.id == "10" || r.id == "11" || r.id == "12";
+}
 
 /// Every forward rung in `rungs` on p against the oracle, each at the bound of its precision
-/// (rung 10: TF32); returns how many ran.
+/// (rung 10: TF32; rung 12: FP32); returns how many ran.
 int check_forward_rungs(const Problem74& p, const std::vector<const p74::Rung*>& rungs, const std::string& what,
                         bool family = false) {
   const p74::Inputs in = p74::make_inputs(p);
@@ -377,7 +381,7 @@ TEST(P74Runner, SamplesAndBackwardMacs) {
 
 TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
   const Problem74 ok = case_named("kernelbench_shape_small").p;
-  for (const char* id : {"04", "09", "10", "11"}) {
+  for (const char* id : {"04", "09", "10", "11", "12"}) {
     const p74::Rung* r = &p74::find_rung(id);
     EXPECT_EQ(r->why_unsupported(ok), "") << id;
     Problem74 p = ok;
@@ -394,6 +398,8 @@ TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
   EXPECT_TRUE(p74::find_rung("08").deterministic);
   EXPECT_EQ(p74::find_rung("10").precision, p74::Precision::Tf32);  // held to the TF32 bound
   EXPECT_EQ(p74::find_rung("11").precision, p74::Precision::Tf32);  // its gradients too
+  EXPECT_EQ(p74::find_rung("12").precision, p74::Precision::Fp32);  // 3xTF32: held to the FP32 bound
+  EXPECT_TRUE(p74::find_rung("12").deterministic);
   EXPECT_TRUE(p74::find_rung("11").deterministic);
   for (const p74::Rung* r : p74::rungs()) {
     if (r->id != "10" && r->id != "11") {
@@ -762,4 +768,92 @@ TEST(P74TensorCoreGrads, FromRung10sStateAndAgreesWithRung09) {
     EXPECT_EQ(got.grad_bias, fp32.grad_bias) << c.name << ": the same two-level reduction";
     EXPECT_EQ(got.grad_multiplier, fp32.grad_multiplier) << c.name;
   }
+}
+
+// --- rung 12: rung 10's forward in 3xTF32, at the FP32 bound ------------------------------------
+
+namespace {
+
+const p74::Rung& rung12() { return p74::find_rung("three_tf32"); }
+
+/// p's inputs moved between TF32 values (as test_p74_problem.cpp's P74Tf32Bound does): x in
+/// [1, 1.25), weights in [1, 1.25)/32, each 3/4 of the way from one TF32 value to the next, bias
+/// 0, so every product has the same sign and plain TF32 errs by a quarter TF32 step per operand.
+p74::Inputs between_tf32_values(const Problem74& p) {
+  p74::Inputs in = p74::make_inputs(p);
+  for (float& v : in.x) v = ladder::tf32_three_quarters(1.0f + 0.25f * v);
+  for (float& v : in.weight) v = ladder::tf32_three_quarters(std::ldexp(1.0f + 0.25f * std::fabs(v), -5));
+  std::fill(in.bias.begin(), in.bias.end(), 0.0f);
+  return in;
+}
+
+}  // namespace
+
+TEST(P74ThreeTf32, OddShapesAtTheFp32Bound) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_EQ(rung12().precision, p74::Precision::Fp32);  // check_forward_rungs holds it to this bound
+  for (const Case& c : tensor_core_shapes()) EXPECT_EQ(check_forward_rungs(c.p, {&rung12()}, c.name, true), 1);
+  for (const char* name : {"kernelbench_shape_small", "output_padding_0", "kernelbench_family_mixed_output_padding",
+                           "channel_tail_17_slope_0_01", "channel_tail_5_slope_1"})
+    EXPECT_EQ(check_forward_rungs(case_named(name).p, {&rung12()}, name, true), 1);
+  // Three 16-channel tiles, the last partial, and two k chunks.
+  EXPECT_EQ(check_forward_rungs(base(1, 9, 40, {3, 4, 17}), {&rung12()}, "ci9_co40_three_channel_tiles", true), 1);
+}
+
+TEST(P74ThreeTf32, BetweenTf32ValuesAtTheFp32Bound) {
+  // The inputs on which plain TF32 (rung 10) is outside the FP32 bound (P74ThreeTf32Bound in
+  // test_p74_problem.cpp shows it on the CPU): rung 12's split must keep what TF32 drops.
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : {Case{"ci4_co6", base(2, 4, 6, {3, 4, 5}), true}, Case{"ci9_co33", base(1, 9, 33, {3, 5, 17}), true},
+                        case_named("kernelbench_shape_small")}) {
+    const p74::Inputs in = between_tf32_values(c.p);
+    const p74::Forward ref = p74::forward(c.p, in);
+    const p74::ForwardCheck got = p74::check_forward(c.p, ref, p74::forward_tolerance(c.p, ref, p74::Precision::Fp32),
+                                                     p74::run_forward_once(rung12(), c.p, in));
+    EXPECT_TRUE(got.pass()) << c.name << ": " << got.summary();
+  }
+}
+
+TEST(P74ThreeTf32, ExactWhereTheSumsAreExact) {
+  // Exact inputs are TF32 values: their small parts are 0, the extra products add zeros, and every
+  // sum is exact in fp32, so rung 12 must give the oracle's bits, as rung 10 does.
+  SKIP_WITHOUT_GPU();
+  std::vector<Case> cases = tensor_core_shapes();
+  cases.push_back(case_named("kernelbench_shape_small"));
+  cases.push_back({"exact_ci9_co33", base(1, 9, 33, {2, 2, 3}), true});
+  cases.push_back({"exact_ci12_co36_w_tail", base(1, 12, 36, {2, 3, 17}), true});
+  Problem74 mixed = base(2, 17, 9, {3, 5, 2});
+  mixed.conv.output_padding = {0, 1, 0};
+  cases.push_back({"exact_ci17_three_chunks", mixed, true});
+  EXPECT_GE(check_exact_matrix({&rung12()}, cases), 7);  // as for rung 10: exact_check passes 7 of the 10
+  check_exact(exact(case_named("kernelbench_shape_small").p), true, "all ties", {&rung12()});
+}
+
+TEST(P74ThreeTf32, OtherParametersAreRefused) {
+  SKIP_WITHOUT_GPU();
+  for (const char* name : {"groups_2", "per_axis_parameters", "conv_dilation_2", "pool_stride_1_overlapping"}) {
+    const Problem74 p = case_named(name).p;
+    EXPECT_THROW(p74::run_forward_once(rung12(), p, p74::make_inputs(p)), std::invalid_argument) << name;
+  }
+}
+
+TEST(P74ThreeTf32, KernelBenchSize) {
+  SKIP_WITHOUT_GPU();
+  const Problem74 p = Problem74::kernelbench();
+  const p74::Inputs in = p74::make_inputs(p);
+  const p74::ForwardResult got = p74::run_forward_once(rung12(), p, in);
+  const std::vector<int64_t> samples{0, p.batch - 1};
+  const p74::ForwardCheck c = p74::check_forward_samples(p, in, got, samples, nullptr, p74::Precision::Fp32);
+  EXPECT_TRUE(c.pass()) << c.summary();
+  int64_t nan = 0;
+  for (size_t i = 0; i < got.out.size(); ++i) nan += std::isnan(got.out[i]) + std::isnan(got.y[i]) + (got.argmax[i] < 0);
+  EXPECT_EQ(nan, 0) << "unwritten outputs";
+  // The backward from rung 12's state, through rung 11 (the KernelBench pair 12 + 11).
+  const std::vector<float> grad_out = p74::make_grad_out(p);
+  const p74::Saved saved = got.saved();
+  const p74::Grads ref = p74::backward(p, in, saved, grad_out);
+  const p74::Rung& rung11 = p74::find_rung("11");
+  const p74::GradCheck g = p74::check_grads(ref, p74::grad_tolerance(p, ref, rung11.precision),
+                                            p74::run_backward_once(rung11, p, in, saved, grad_out));
+  EXPECT_TRUE(g.pass()) << "rung 11 from rung 12's state: " << g.summary();
 }

@@ -578,6 +578,17 @@ namespace cg = cooperative_groups;
                   acc[mt][nt][e] += __uint_as_float(e < 2 ? a_lo.x : a_hi.y) *
                                     __uint_as_float(e % 2 ? bf[nt].y : bf[nt].x);
 """)], ("loop_has", "not_in_loop"), "grad_x: FP32 FMAs in the chunk loop in place of the mma"),
+
+    Variant("p74-12", "honest"),
+    Variant("p74-12", "ffma_not_mma", [(f"{P74}/rungs/12_three_tf32/three_tf32.cu", """\
+                mma_tf32(acc[p][mt][nt], lo_small[mt], hi_small[mt], b_big[nt]);
+                mma_tf32(acc[p][mt][nt], lo_big[mt], hi_big[mt], b_small[nt]);
+                mma_tf32(acc[p][mt][nt], lo_big[mt], hi_big[mt], b_big[nt]);
+""", """\
+                for (int e = 0; e < 4; ++e)  // FP32 FMAs on the fragments' big parts: no mma
+                  acc[p][mt][nt][e] += __uint_as_float(e < 2 ? lo_big[mt].x : hi_big[mt].y) *
+                                       __uint_as_float(e % 2 ? b_big[nt].y : b_big[nt].x);
+""")], ("loop_has", "not_in_loop"), "FP32 FMAs in the chunk loop in place of the three mma"),
 ]
 
 

@@ -73,7 +73,7 @@ error, ValueError, before anything runs):
 
 --selfcheck: small problems (the KernelBench geometry at small sizes, partial tiles, a generic
 problem with groups, dilation, per-axis parameters and an overlapping padded ceil_mode pool that
-the fast rungs 04, 09 and 10 must refuse with their reason) and KernelBench's size: every forward
+the fast rungs 04, 09, 10 and 12 must refuse with their reason) and KernelBench's size: every forward
 rung and every backward rung at the bounds above (poisoned outputs), determinism where claimed; the
 window arithmetic against F.max_pool3d's indices; ModelNew equal to the operators and its rung
 fallback; torch.autograd.gradcheck of ModelNew's autograd.Function (P74Function) for every
@@ -142,7 +142,7 @@ def problem_sizes(p):
 
 
 def in_family(p) -> bool:
-    """Whether a problem dict lies in the fast rungs' (04, 09, 10) KernelBench geometry family:
+    """Whether a problem dict lies in the fast rungs' (04, 09, 10, 12) KernelBench geometry family:
     conv kernel 3, stride 2, padding 1, dilation 1, output_padding 0 or 1, groups 1; pool kernel
     2, stride 2, padding 0, dilation 1, no ceil_mode. The rungs decide (their unsupported());
     this is what --selfcheck expects of them."""
@@ -1058,7 +1058,7 @@ def selfcheck(torch, p74, args, rungs) -> int:
     meta = cc.run_meta(torch, args)
     fwd_ids = resolve_rungs(args.forward_rungs, rungs, "forward")
     bwd_ids = resolve_rungs(args.backward_rungs, rungs, "backward")
-    rung_meta = {"deterministic": {r["id"]: r["deterministic"] for r in rungs}, "fast": ("04", "09", "10"),
+    rung_meta = {"deterministic": {r["id"]: r["deterministic"] for r in rungs}, "fast": ("04", "09", "10", "12"),
                  "precision": rung_precisions(rungs)}
     results = []
     log(f"selfcheck: forward rungs {fwd_ids}, backward rungs {bwd_ids}")
