@@ -564,6 +564,20 @@ class P74TensorCoreGradsHandoutTest(HandoutCase):
         self.assertTrue(any("mma_tf32(acc[mt][nt], a_lo, a_hi, bf[nt])" in s for s in secrets))
 
 
+class P74TensorCoresHandoutTest(HandoutCase):
+    """A handout of p74-10: rungs 11 and 12 build on rung 10, and their files ship with their own
+    solutions. Neither may carry a line of rung 10's (rung 12's copies of rung 10's weight layout
+    and chunk loop are regions of p74-10, stubbed in this handout)."""
+    RUNGS = "p74-10"
+    RUNG12 = "tracks/p74_backward/rungs/12_three_tf32/three_tf32.cu"
+
+    def test_check_handout_and_later_rungs(self):
+        self.assertEqual(handout.check_handout(ROOT, self.out), [])
+        text = self.read(self.RUNG12)
+        self.assertEqual(sorted(re.findall(r'ladder_todo\("(p74-12\.\d)"', text)), ["p74-12.1", "p74-12.2"])
+        self.assertIn("split_tf32(", text)  # rung 12's own idea stays
+
+
 class ProblemsTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ta_")

@@ -105,7 +105,7 @@ __global__ void tf32_weight_layout_x(Geometry g, XGrid xg, const float* __restri
   const int slot = int(e % kK), ci = int(e / kK % kXCi), tap = int(e / (kK * kXCi) % kTaps);
   const int64_t block = e / kXWeightFloats;
   const int ci_tile = int(block % xg.ci_tiles), chunk = int(block / xg.ci_tiles);
-  const int cl = slot / 2 + 4 * (slot % 2);  // k_slot's inverse
+  const int cl = (slot >> 1) + 4 * (slot & 1);  // k_slot's inverse
   const int c_in = ci_tile * kXCi + ci, co = chunk * kK + cl;
   const float v =
       c_in < g.in_channels && co < g.out_channels ? weight[(int64_t(c_in) * g.out_channels + co) * kTaps + tap] : 0.f;

@@ -38,6 +38,7 @@
 #include "../../device/forward_pool.cuh"
 #include "../../rung.hpp"
 #include "common/toolkit/mma_tf32.cuh"  // mma_tf32, tf32_bits, tf32_mma_in
+#include "todo.cuh"                     // ladder_todo: the handout's stubs
 #include "rung_id.hpp"                  // LADDER_RUNG_ID, LADDER_RUNG_NAME, LADDER_RUNG_SYMBOL
 
 namespace ladder::p74 {
@@ -97,6 +98,9 @@ __device__ inline void split_tf32(const uint2& v, uint2& big, uint2& small) {
 /// kWeightFloats floats is then one contiguous copy. weight (in_channels, out_channels, 3, 3, 3).
 __global__ void fragment_weight_layout(Geometry g, TileGrid tg, const float* __restrict__ weight,
                                        float* __restrict__ wt) {
+  // BEGIN SOLUTION p74-10
+  // STUB: ladder_todo("p74-12.1", "fragment_weight_layout (as rung 10's, unrounded): wt[e] = weight of its slot");
+  // STUB: ladder_unused(g, tg, weight, wt);
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= int64_t(tg.chunks) * tg.co_tiles * kWeightFloats) return;
   const int slot = int(e % kCiChunk), co = int(e / kCiChunk % kCoTile), tap = int(e / (kCiChunk * kCoTile) % kTaps);
@@ -108,6 +112,7 @@ __global__ void fragment_weight_layout(Geometry g, TileGrid tg, const float* __r
                       ? weight[(int64_t(ci) * g.out_channels + c) * kTaps + tap]
                       : 0.f;
   wt[e] = v;
+  // END SOLUTION
 }
 
 /// 1-D grid, block b = (n*tiles + tile)*co_tiles + co_tile with tile = (td*tiles_h + th)*tiles_w
@@ -180,6 +185,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // The implicit GEMM of one chunk in 3xTF32: per shift, the A fragments once, split, then every
     // tap reading it, its B fragments split, three mma per (m16, n8) pair.
+    // BEGIN SOLUTION p74-10
+    // STUB: if (chunk == 0) ladder_todo("p74-12.2", "the chunk's 3xTF32 mma: rung 10's loop, operands split, 3 mma");
+    // STUB: ladder_unused(x_s, w_s, wm, wn, gq, tq, acc);
+    // STUB: ladder_unused(pair_phase(0), pair_tap(0), pair_shift(0));  // the helpers the loop uses
+    // STUB: ladder_unused(&split_tf32);
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
       const int sd = s >> 2, sh = (s >> 1) & 1, sw = s & 1;
@@ -216,6 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               }
           }
     }
+    // END SOLUTION
   }
 
   // Epilogue (rung 04's): the chain and the max in window order over the thread's 8 classes.
