@@ -540,7 +540,7 @@ class P74(unittest.TestCase):
         for key in ("batch_size", "in_channels", "out_channels", "depth", "height", "width", "kernel_size",
                     "stride", "padding", "output_padding"):
             self.assertEqual(consts[key], p74.KERNELBENCH["batch" if key == "batch_size" else key], key)
-        self.assertEqual((consts["DEFAULT_FORWARD_RUNG"], consts["DEFAULT_BACKWARD_RUNG"]), ("04", "09"))
+        self.assertEqual((consts["DEFAULT_FORWARD_RUNG"], consts["DEFAULT_BACKWARD_RUNG"]), ("10", "09"))
 
     def test_problem_case(self):
         """A default-mode problem as a selfcheck case keeps its sizes (the pool's too)."""

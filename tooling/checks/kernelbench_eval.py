@@ -97,11 +97,11 @@ PROBLEMS = {
     "38": {"file": "38_ConvTranspose3d_AvgPool_Clamp_Softmax_Multiply",
            "module": "conv_pool_ladder.p38", "stages": [], "track": "p38",
            "x_shape": (32, 32, 32, 64, 64), "init_inputs": [32, 64, 3, 2, 1, 1, 2, 0.0, 1.0],
-           "model_new": "conv_pool_ladder.p38.ModelNew: rung 07 subpixel_tiled"},
+           "model_new": "conv_pool_ladder.p38.ModelNew: rung 08 tensor_cores"},
     "74": {"file": "74_ConvTranspose3d_LeakyReLU_Multiply_LeakyReLU_Max",
            "module": "conv_pool_ladder.p74", "stages": [], "track": "p74",
            "x_shape": (16, 16, 16, 32, 32), "init_inputs": [16, 32, 3, 2, 1, 1, (32, 1, 1, 1)],
-           "model_new": "conv_pool_ladder.p74.ModelNew: forward rung 04 subpixel_forward, backward rung 09"},
+           "model_new": "conv_pool_ladder.p74.ModelNew: forward rung 10 tensor_cores, backward rung 09"},
 }
 TF32_MODES = ("rna", "trunc")  # problem 74's TF32-operand variants
 
