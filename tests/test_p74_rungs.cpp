@@ -674,27 +674,37 @@ TEST(P74TensorCores, BackwardRungsFromItsSavedState) {
   }
 }
 
-TEST(P74TensorCores, KernelBenchSize) {
-  SKIP_WITHOUT_GPU();
+namespace {
+
+/// The KernelBench problem through one forward rung at its precision's bound (samples 0 and the
+/// last, every output written), then the backward rungs `backward_ids` from its saved state, each
+/// at its own precision's bound.
+void forward_then_backward_at_kernelbench_size(const p74::Rung& forward, const std::vector<std::string>& backward_ids) {
   const Problem74 p = Problem74::kernelbench();
   const p74::Inputs in = p74::make_inputs(p);
-  const p74::ForwardResult got = p74::run_forward_once(rung10(), p, in);
+  const p74::ForwardResult got = p74::run_forward_once(forward, p, in);
   const std::vector<int64_t> samples{0, p.batch - 1};
-  const p74::ForwardCheck c = p74::check_forward_samples(p, in, got, samples, nullptr, p74::Precision::Tf32);
-  EXPECT_TRUE(c.pass()) << c.summary();
+  const p74::ForwardCheck c = p74::check_forward_samples(p, in, got, samples, nullptr, forward.precision);
+  EXPECT_TRUE(c.pass()) << "rung " << forward.label() << ": " << c.summary();
   int64_t nan = 0;
   for (size_t i = 0; i < got.out.size(); ++i) nan += std::isnan(got.out[i]) + std::isnan(got.y[i]) + (got.argmax[i] < 0);
-  EXPECT_EQ(nan, 0) << "unwritten outputs";
-  // The backward from rung 10's state, through the runner's default rungs.
+  EXPECT_EQ(nan, 0) << "unwritten outputs of rung " << forward.label();
   const std::vector<float> grad_out = p74::make_grad_out(p);
   const p74::Saved saved = got.saved();
   const p74::Grads ref = p74::backward(p, in, saved, grad_out);
-  for (const std::string id : {"08", "09", "11"}) {
-    const p74::Rung& rung = p74::find_rung(id);  // a std::string already: no temporary to outlive
+  for (const std::string& id : backward_ids) {
+    const p74::Rung& rung = p74::find_rung(id);
     const p74::GradCheck g = p74::check_grads(ref, p74::grad_tolerance(p, ref, rung.precision),
                                               p74::run_backward_once(rung, p, in, saved, grad_out));
-    EXPECT_TRUE(g.pass()) << "rung " << id << ": " << g.summary();
+    EXPECT_TRUE(g.pass()) << "rung " << id << " from rung " << forward.label() << "'s state: " << g.summary();
   }
+}
+
+}  // namespace
+
+TEST(P74TensorCores, KernelBenchSize) {
+  SKIP_WITHOUT_GPU();
+  forward_then_backward_at_kernelbench_size(rung10(), {"08", "09", "11"});  // the runner's default backward rungs
 }
 
 // --- rung 11: the two convolution gradients on TF32 tensor cores -----------------------------------
@@ -839,21 +849,5 @@ TEST(P74ThreeTf32, OtherParametersAreRefused) {
 
 TEST(P74ThreeTf32, KernelBenchSize) {
   SKIP_WITHOUT_GPU();
-  const Problem74 p = Problem74::kernelbench();
-  const p74::Inputs in = p74::make_inputs(p);
-  const p74::ForwardResult got = p74::run_forward_once(rung12(), p, in);
-  const std::vector<int64_t> samples{0, p.batch - 1};
-  const p74::ForwardCheck c = p74::check_forward_samples(p, in, got, samples, nullptr, p74::Precision::Fp32);
-  EXPECT_TRUE(c.pass()) << c.summary();
-  int64_t nan = 0;
-  for (size_t i = 0; i < got.out.size(); ++i) nan += std::isnan(got.out[i]) + std::isnan(got.y[i]) + (got.argmax[i] < 0);
-  EXPECT_EQ(nan, 0) << "unwritten outputs";
-  // The backward from rung 12's state, through rung 11 (the KernelBench pair 12 + 11).
-  const std::vector<float> grad_out = p74::make_grad_out(p);
-  const p74::Saved saved = got.saved();
-  const p74::Grads ref = p74::backward(p, in, saved, grad_out);
-  const p74::Rung& rung11 = p74::find_rung("11");
-  const p74::GradCheck g = p74::check_grads(ref, p74::grad_tolerance(p, ref, rung11.precision),
-                                            p74::run_backward_once(rung11, p, in, saved, grad_out));
-  EXPECT_TRUE(g.pass()) << "rung 11 from rung 12's state: " << g.summary();
+  forward_then_backward_at_kernelbench_size(rung12(), {"11"});  // the KernelBench pair 12 + 11
 }
