@@ -373,7 +373,8 @@ SET_CONSTANT = re.compile(r"(MOV|MOV32I)(\.|$)|IMAD\.MOV")
 def check_tf32_rounded(fn):
     """TF32 operands rounded to nearest, as cvt.rna.tf32.f32 does: nvcc compiles it (tf32_bits) to
     an integer add of 0x1000 to the float's bits (IADD3, or IMAD.IADD with 0x1000 in a register;
-    predicated, so that NaN and infinity are left alone) and then the mask 0xffffe000 (LOP3.LUT).
+    predicated, so that NaN and infinity are left alone, or unpredicated and then a SEL between the
+    sum and the value) and then the mask 0xffffe000 (LOP3.LUT).
     Every mask in the kernel must take a value that went through such an add, and there must be
     one. Traced in address order: a register holds 0x1000 after a MOV of it, a register is
     rounded after an add of 0x1000 (or of a register holding it), until an unpredicated write
@@ -397,6 +398,9 @@ def check_tf32_rounded(fn):
         elif INT_ADD.match(ins.op) and any(a == TF32_HALF or ((m := REGISTER.match(a)) and int(m.group(1)) in half)
                                            for a in srcs):
             added.add(reg)
+            half.discard(reg)
+        elif ins.base == "SEL" and any((m := REGISTER.match(a)) and int(m.group(1)) in added for a in srcs[:2]):
+            added.add(reg)  # the add's result or the value itself (NaN, infinity): nvcc's other form of cvt.rna
             half.discard(reg)
         elif not ins.pred:
             half.discard(reg)

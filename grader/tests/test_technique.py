@@ -589,6 +589,15 @@ namespace cg = cooperative_groups;
                   acc[p][mt][nt][e] += __uint_as_float(e < 2 ? lo_big[mt].x : hi_big[mt].y) *
                                        __uint_as_float(e % 2 ? b_big[nt].y : b_big[nt].x);
 """)], ("loop_has", "not_in_loop"), "FP32 FMAs in the chunk loop in place of the three mma"),
+    Variant("p74-12", "split_truncated", [(f"{P74}/rungs/12_three_tf32/three_tf32.cu", """\
+  big = make_uint2(tf32_bits(__uint_as_float(v.x)), tf32_bits(__uint_as_float(v.y)));
+  small = make_uint2(tf32_bits(__uint_as_float(v.x) - __uint_as_float(big.x)),
+                     tf32_bits(__uint_as_float(v.y) - __uint_as_float(big.y)));
+""", """\
+  big = make_uint2(v.x & 0xffffe000u, v.y & 0xffffe000u);
+  small = make_uint2(__float_as_uint(__uint_as_float(v.x) - __uint_as_float(big.x)) & 0xffffe000u,
+                     __float_as_uint(__uint_as_float(v.y) - __uint_as_float(big.y)) & 0xffffe000u);
+""")], ("tf32_rounded",), "the split's parts truncated to TF32 (a mask without the add of 0x1000)"),
 ]
 
 
