@@ -1,6 +1,7 @@
 // Encoding a tensor map (the descriptor the copy engine's tiled tensor copies read; the device
 // half is tma.cuh) on the host, with errors that name the parameter at fault. The driver function
-// cuTensorMapEncodeTiled is reached through the runtime (cudaGetDriverEntryPointByVersion), so
+// cuTensorMapEncodeTiled is reached through the runtime's lookup of driver entry points (the
+// versioned one from CUDA 12.5 on, the unversioned one before), so
 // nothing links libcuda directly, and the driver's bare CUDA_ERROR_INVALID_VALUE is preceded by
 // checks of each documented requirement, each with its own message.
 #pragma once
@@ -75,8 +76,12 @@ inline CUtensorMap encode_tensor_map_f32(const TensorMapF32& m, const char* what
   static Encode encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050  // the versioned lookup; the unversioned one is deprecated from 12.5 on
     const cudaError_t e =
         cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+#else  // CUDA 12.0 to 12.4: the unversioned lookup gives the driver's current (12.0 or newer) encoder
+    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found);
+#endif
     if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr)
       throw CudaError(e == cudaSuccess ? cudaErrorNotSupported : e,
                       std::string("cuTensorMapEncodeTiled: the driver does not provide it (it needs CUDA 12.0 or "
