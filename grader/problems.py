@@ -79,7 +79,7 @@ def settings(config, rung):
 
 
 # What a rung's own settings (its rung.json "grader", merged under the track's "rungs") may replace
-# of its track's: a rung that runs only a family of the track's problems (p74-10 and p74-11, the
+# of its track's: a rung that runs only a family of the track's problems (p74-10 to p74-12, the
 # KernelBench geometry) has problem lists and sanitizer problems of its own.
 RUNG_OVERRIDES = ("public", "practice", "hidden", "sanitizer_problems", "probe")
 

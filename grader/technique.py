@@ -341,15 +341,29 @@ def check_mma_loop(fn, sass=r"HMMA\.1688\.F32\.TF32"):
     return False, "no innermost loop holds " + sass.replace("\\", "") + ("" if fn.loops else " (no loops)")
 
 
+def mma_loops(fn, pattern):
+    """The smallest loops holding `pattern`: those none of whose nested loops (a loop whose
+    header lies in its body) holds it. An innermost loop with the mma is one; so is a loop that
+    holds the mma itself next to nested loops without it (a chunk loop around its staging loops)."""
+    found = [l for l in fn.loops if l.has(pattern)]
+    spans = {id(l): {i.addr for i in l.body} for l in found}
+
+    def nested(inner, outer):
+        return inner is not outer and inner.header in spans[id(outer)] and len(inner.body) < len(outer.body)
+
+    return [l for l in found if not any(nested(m, l) for m in found)]
+
+
 def check_three_products(fn):
     """3xTF32: every pair of loaded fragments (the loads an mma's A and B operands come from)
     feeds at least three mma (small*big, big*small, big*big), and at least two in three mma have
     an operand computed with float arithmetic after its load (small = tf32(v - big)). Traced by
-    a dataflow of the innermost loops with HMMA (mma_products). Fails on rung 10's kernel: one
-    mma per fragment pair, operands straight from shared memory."""
-    loops = [l for l in fn.loops if l.innermost and l.has(HMMA)]
+    a dataflow of the smallest loops with HMMA (mma_loops: an innermost loop, or one whose nested
+    loops hold no HMMA, as rung p74-12's chunk loop with its staging loops). Fails on rung 10's
+    kernel: one mma per fragment pair, operands straight from shared memory."""
+    loops = mma_loops(fn, HMMA)
     if not loops:
-        return False, "no innermost loop with HMMA"
+        return False, "no loop with HMMA"
     for loop in loops:
         products = mma_products(loop.body)
         per_pair = collections.Counter((a, b) for a, b, _ in products)

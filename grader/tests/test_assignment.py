@@ -564,6 +564,34 @@ class P74TensorCoreGradsHandoutTest(HandoutCase):
         self.assertTrue(any("mma_tf32(acc[mt][nt], a_lo, a_hi, bf[nt])" in s for s in secrets))
 
 
+class P74ThreeTf32HandoutTest(HandoutCase):
+    """A handout of p74-12, 3xTF32: its chunk loop (a region of p74-10 and p74-12) and split_tf32's
+    body are stubbed, rung 10's weight layout (p74-10's alone) stays; it is graded on p74-10's
+    forward lists (the KernelBench geometry family)."""
+    RUNGS = "p74-12"
+    RUNG_FILE = "tracks/p74_backward/rungs/12_three_tf32/three_tf32.cu"
+
+    def test_manifest_stubs_and_lists(self):
+        m = json.loads(self.read(handout.MANIFEST))
+        self.assertEqual(m["files"], {"p74-12": [self.RUNG_FILE]})
+        text = self.read(self.RUNG_FILE)
+        self.assertEqual(sorted(re.findall(r'ladder_todo\("(p74-12\.\d)"', text)), ["p74-12.2"])
+        self.assertIn("// TODO(p74-12.3)", text)  # the split's stub runs nothing: a comment id
+        self.assertIsNone(re.search(r"(?m)^\s*//\s*(BEGIN|END) SOLUTION|STUB:", text))
+        for solution in ("mma_tf32(acc", "tf32_bits(__uint_as_float(v.x) - "):
+            self.assertNotIn(solution, text)
+        self.assertIn("wt[e] = v;", text)  # rung 10's weight layout, p74-10's region, stays
+        shipped = handout.repo_files(self.out)
+        for path in ("grader/p74_forward_public.problems", "grader/p74_forward_practice.problems"):
+            self.assertIn(path, shipped)
+        self.assertFalse([f for f in shipped if f.startswith("grader/hidden")])
+
+    def test_check_handout_and_leaks(self):
+        self.assertEqual(handout.check_handout(ROOT, self.out), [])
+        secrets = handout.solution_lines(ROOT, {"p74-12"})
+        self.assertTrue(any("mma_tf32(acc[p][mt][nt], lo_big[mt], hi_big[mt], b_small[nt]);" in s for s in secrets))
+
+
 class P74TensorCoresHandoutTest(HandoutCase):
     """A handout of p74-10: rungs 11 and 12 build on rung 10, and their files ship with their own
     solutions. Neither may carry a line of rung 10's (rung 12's copies of rung 10's weight layout
@@ -952,6 +980,13 @@ class TrackGradeTest(unittest.TestCase):
         self.assertEqual(len(own["sanitizer_problems"]), 2)
         self.assertEqual(problems.report_settings(t, "11")["direction"], "backward")
         self.assertIn("grader/hidden/p74_family_backward_hidden.problems", rungs.hidden_lists(config, ["p74-11"]))
+        # p74-12: p74-10's forward family lists and report (3xTF32, held to the FP32 bound)
+        own = problems.rung_settings(t, "12")
+        self.assertEqual((own["public"], own["hidden"]), ("grader/p74_forward_public.problems",
+                                                          "grader/hidden/p74_forward_hidden.problems"))
+        self.assertEqual(len(own["sanitizer_problems"]), 2)
+        self.assertEqual(problems.report_settings(t, "12")["direction"], "forward")
+        self.assertIn("grader/hidden/p74_forward_hidden.problems", rungs.hidden_lists(config, ["p74-12"]))
 
     def test_sanitizer_timeout_stops_the_program(self):
         # A compute-sanitizer that starts the program and hangs: the timeout must stop both.

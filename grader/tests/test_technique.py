@@ -598,6 +598,15 @@ namespace cg = cooperative_groups;
   small = make_uint2(__float_as_uint(__uint_as_float(v.x) - __uint_as_float(big.x)) & 0xffffe000u,
                      __float_as_uint(__uint_as_float(v.y) - __uint_as_float(big.y)) & 0xffffe000u);
 """)], ("tf32_rounded",), "the split's parts truncated to TF32 (a mask without the add of 0x1000)"),
+    Variant("p74-12", "one_product", [(f"{P74}/rungs/12_three_tf32/three_tf32.cu", """\
+                mma_tf32(acc[p][mt][nt], lo_small[mt], hi_small[mt], b_big[nt]);
+                mma_tf32(acc[p][mt][nt], lo_big[mt], hi_big[mt], b_small[nt]);
+                mma_tf32(acc[p][mt][nt], lo_big[mt], hi_big[mt], b_big[nt]);
+""", """\
+                mma_tf32(acc[p][mt][nt], lo_big[mt], hi_big[mt], b_big[nt]);
+""")], ("three_products",),
+            "only big*big: plain TF32, one mma per pair, handed in as 3xTF32 (nvcc also drops the mask of the "
+            "unused split: tf32_rounded fails too)"),
 ]
 
 

@@ -86,9 +86,13 @@ TileGrid tile_grid(const Geometry& g) {
 /// The 3xTF32 split of two FP32 values (bit patterns in v): big = tf32(v), small = tf32(v - big).
 /// big + small equals v to about 2^-22 relative (common/toolkit/tf32.hpp emulates it: split_tf32).
 __device__ inline void split_tf32(const uint2& v, uint2& big, uint2& small) {
+  // BEGIN SOLUTION p74-12
+  // STUB: // TODO(p74-12.3): split_tf32, big = tf32(v) (cvt.rna) and small = tf32(v - big)
+  // STUB: big = small = v;  // no ladder_todo: it would print at every split of thread 0
   big = make_uint2(tf32_bits(__uint_as_float(v.x)), tf32_bits(__uint_as_float(v.y)));
   small = make_uint2(tf32_bits(__uint_as_float(v.x) - __uint_as_float(big.x)),
                      tf32_bits(__uint_as_float(v.y) - __uint_as_float(big.y)));
+  // END SOLUTION
 }
 
 /// The weights as the B fragments want them, in FP32 (not rounded: the kernel splits them), one
@@ -185,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // The implicit GEMM of one chunk in 3xTF32: per shift, the A fragments once, split, then every
     // tap reading it, its B fragments split, three mma per (m16, n8) pair.
-    // BEGIN SOLUTION p74-10
+    // BEGIN SOLUTION p74-10 p74-12
     // STUB: if (chunk == 0) ladder_todo("p74-12.2", "the chunk's 3xTF32 mma: rung 10's loop, operands split, 3 mma");
     // STUB: ladder_unused(x_s, w_s, wm, wn, gq, tq, acc);
     // STUB: ladder_unused(pair_phase(0), pair_tap(0), pair_shift(0));  // the helpers the loop uses
