@@ -70,14 +70,16 @@ print("\n".join(sorted(names)))
 # drafts/ is left out: nothing there is built (drafts/README.md), and a draft meets this check before it returns
 declared="$gen/declared"
 cat "$inc"/*.h | grep -o '\bcuda[A-Z][A-Za-z0-9_]*' | sort -u >"$declared"
+used=$(unguarded_names)  # once: the loop and the count below read it
 while IFS= read -r name; do
+  [ -n "$name" ] || continue
   if ! grep -qx "$name" "$declared"; then
     where=$(git grep -l -w "$name" -- '*.cpp' '*.hpp' '*.cu' '*.cuh' ':!drafts/' | head -3 | tr '\n' ' ')
     echo "FAIL: $name (used in $where) is not in CUDA 12.0's runtime headers"
     failures=$((failures + 1))
   fi
-done < <(unguarded_names)
-checked=$(unguarded_names | wc -l)
+done <<<"$used"
+checked=$(grep -c . <<<"$used" || true)
 if [ "$checked" -eq 0 ]; then  # not a git checkout, or no sources: nothing was checked, which is no pass
   echo "FAIL: no CUDA runtime name found in the tracked sources (is this a git checkout?)"
   failures=$((failures + 1))

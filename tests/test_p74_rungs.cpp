@@ -136,9 +136,10 @@ bool supported(const p74::Rung& rung, const Problem74& p, bool must) {
   return false;
 }
 
-bool fast_rung(const p74::Rung& r) {
-  return r.id == "04" || r.id == "09" || r.id == "10" || r.id == "11" || r.id == "12";
-}
+/// The rungs of the KernelBench geometry family only (they refuse other parameters).
+const std::vector<std::string> kFastRungs = {"04", "09", "10", "11", "12"};
+
+bool fast_rung(const p74::Rung& r) { return std::find(kFastRungs.begin(), kFastRungs.end(), r.id) != kFastRungs.end(); }
 
 /// Every forward rung in `rungs` on p against the oracle, each at the bound of its precision
 /// (rung 10: TF32; rung 12: FP32); returns how many ran.
@@ -381,7 +382,7 @@ TEST(P74Runner, SamplesAndBackwardMacs) {
 
 TEST(P74Runner, FastRungsNameTheParameterTheyNeed) {
   const Problem74 ok = case_named("kernelbench_shape_small").p;
-  for (const char* id : {"04", "09", "10", "11", "12"}) {
+  for (const std::string& id : kFastRungs) {
     const p74::Rung* r = &p74::find_rung(id);
     EXPECT_EQ(r->why_unsupported(ok), "") << id;
     Problem74 p = ok;
@@ -630,12 +631,12 @@ TEST(P74TensorCores, OddShapesAtTheTf32Bound) {
     EXPECT_EQ(check_forward_rungs(case_named(name).p, {&rung10()}, name, true), 1);
 }
 
-TEST(P74TensorCores, ExactWhereTheSumsAreExact) {
-  // Exact inputs are small dyadic numbers: TF32 holds them, and every sum is exact in fp32, so
-  // rounding to TF32 changes nothing and the tensor cores must give the oracle's bits.
-  SKIP_WITHOUT_GPU();
-  // Small enough for exact_check (the backward's sums bound the size), yet with two k chunks, two
-  // channel tiles, a w tail and mixed output_padding.
+namespace {
+
+/// A forward tensor-core rung on exact inputs, where it must give the oracle's bits: the shapes of
+/// tensor_core_shapes, small enough for exact_check (the backward's sums bound the size), yet with
+/// two k chunks, two channel tiles, a w tail and mixed output_padding; then all ties.
+void expect_exact_forward(const p74::Rung& rung) {
   std::vector<Case> cases = tensor_core_shapes();
   cases.push_back(case_named("kernelbench_shape_small"));
   cases.push_back({"exact_ci9_co33", base(1, 9, 33, {2, 2, 3}), true});
@@ -643,17 +644,32 @@ TEST(P74TensorCores, ExactWhereTheSumsAreExact) {
   Problem74 mixed = base(2, 17, 9, {3, 5, 2});
   mixed.conv.output_padding = {0, 1, 0};
   cases.push_back({"exact_ci17_three_chunks", mixed, true});
-  const int ran = check_exact_matrix({&rung10()}, cases);
+  const int ran = check_exact_matrix({&rung}, cases);
   EXPECT_GE(ran, 7);  // exact_check passes 7 of the 10 (checked with p74_ladder --rungs 00 --distribution exact)
-  check_exact(exact(case_named("kernelbench_shape_small").p), true, "all ties", {&rung10()});
+  check_exact(exact(case_named("kernelbench_shape_small").p), true, "all ties", {&rung});
+}
+
+/// A forward rung of the KernelBench geometry family refuses, with std::invalid_argument, problems
+/// outside it.
+void expect_forward_refuses_other_families(const p74::Rung& rung) {
+  for (const char* name : {"groups_2", "per_axis_parameters", "conv_dilation_2", "pool_stride_1_overlapping"}) {
+    const Problem74 p = case_named(name).p;
+    EXPECT_THROW(p74::run_forward_once(rung, p, p74::make_inputs(p)), std::invalid_argument) << name;
+  }
+}
+
+}  // namespace
+
+TEST(P74TensorCores, ExactWhereTheSumsAreExact) {
+  // Exact inputs are small dyadic numbers: TF32 holds them, and every sum is exact in fp32, so
+  // rounding to TF32 changes nothing and the tensor cores must give the oracle's bits.
+  SKIP_WITHOUT_GPU();
+  expect_exact_forward(rung10());
 }
 
 TEST(P74TensorCores, OtherParametersAreRefused) {
   SKIP_WITHOUT_GPU();
-  for (const char* name : {"groups_2", "per_axis_parameters", "conv_dilation_2", "pool_stride_1_overlapping"}) {
-    const Problem74 p = case_named(name).p;
-    EXPECT_THROW(p74::run_forward_once(rung10(), p, p74::make_inputs(p)), std::invalid_argument) << name;
-  }
+  expect_forward_refuses_other_families(rung10());
 }
 
 TEST(P74TensorCores, BackwardRungsFromItsSavedState) {
@@ -828,23 +844,12 @@ TEST(P74ThreeTf32, ExactWhereTheSumsAreExact) {
   // Exact inputs are TF32 values: their small parts are 0, the extra products add zeros, and every
   // sum is exact in fp32, so rung 12 must give the oracle's bits, as rung 10 does.
   SKIP_WITHOUT_GPU();
-  std::vector<Case> cases = tensor_core_shapes();
-  cases.push_back(case_named("kernelbench_shape_small"));
-  cases.push_back({"exact_ci9_co33", base(1, 9, 33, {2, 2, 3}), true});
-  cases.push_back({"exact_ci12_co36_w_tail", base(1, 12, 36, {2, 3, 17}), true});
-  Problem74 mixed = base(2, 17, 9, {3, 5, 2});
-  mixed.conv.output_padding = {0, 1, 0};
-  cases.push_back({"exact_ci17_three_chunks", mixed, true});
-  EXPECT_GE(check_exact_matrix({&rung12()}, cases), 7);  // as for rung 10: exact_check passes 7 of the 10
-  check_exact(exact(case_named("kernelbench_shape_small").p), true, "all ties", {&rung12()});
+  expect_exact_forward(rung12());
 }
 
 TEST(P74ThreeTf32, OtherParametersAreRefused) {
   SKIP_WITHOUT_GPU();
-  for (const char* name : {"groups_2", "per_axis_parameters", "conv_dilation_2", "pool_stride_1_overlapping"}) {
-    const Problem74 p = case_named(name).p;
-    EXPECT_THROW(p74::run_forward_once(rung12(), p, p74::make_inputs(p)), std::invalid_argument) << name;
-  }
+  expect_forward_refuses_other_families(rung12());
 }
 
 TEST(P74ThreeTf32, KernelBenchSize) {
