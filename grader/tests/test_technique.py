@@ -100,6 +100,7 @@ S06, S07, S08, S09 = (stage_file(f) for f in ("06_fused_gather", "07_shared_memo
 S10, S11, S12, S13 = (stage_file(f) for f in ("10_tensor_cores", "11_three_tf32", "12_pool_before_conv",
                                               "13_single_launch"))
 S14, S15, S16 = stage_file("14_multistage_mma"), stage_file("15_wgmma"), stage_file("16_three_tf32_wgmma")
+S17 = stage_file("17_warp_specialized")
 P38, P74 = "tracks/p38_spatial_softmax/rungs", "tracks/p74_backward"
 REDUCE = f"{P74}/device/reduce.cuh"
 MMA_TILE = "common/toolkit/mma_tf32.cuh"  # mma_tf32, shared by the mma.sync rungs
@@ -437,6 +438,20 @@ namespace cg = cooperative_groups;
             wgmma_m64n128k8(acc[r], ad_big, bd_big, true);
             wgmma_m64n128k8(acc[r], ad_small, bd_small, true);
 """)], (), "small*small as well: four wgmma per accumulator and tap, still 3xTF32's idea"),
+
+    Variant("17_warp_specialized", "honest"),
+    Variant("17_warp_specialized", "block_barrier_per_step", [(S17, """\
+        mbar_wait(&full[slot], (step / kWsRing) & 1);  // the box and the weights of this step
+""", """\
+        mbar_wait(&full[slot], (step / kWsRing) & 1);  // the box and the weights of this step
+        __syncthreads();  // stage 15's habit: every thread meets every step
+""")], ("not_in_loop",), "a block-wide barrier in the consumers' step loop: the roles meet at every step, "
+                         "as stage 15's threads do"),
+    Variant("17_warp_specialized", "no_setmaxnreg", [(S17, """\
+    setmaxnreg_dec<kWsProducerRegs>();
+""", ""), (S17, """\
+    setmaxnreg_inc<kWsConsumerRegs>();
+""", "")], ("present",), "the roles keep the entry registers: no setmaxnreg"),
 
     Variant("p38-03", "honest"),
     Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree/block_tree.cu", """\

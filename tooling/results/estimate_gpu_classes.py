@@ -127,7 +127,7 @@ NEEDS_SM80 = {"async_copy"}  # cp.async: below sm_80 the stage runs synchronous 
 # The stages whose rung.json says "build": {"sm_90a": true} (the test compares them): wgmma and the
 # bulk copy exist only in sm_90a code, which runs only on sm_90 (H100, H200). On every other GPU,
 # sm_80 and newer included, the stage runs the general FP32 path, not tensor cores.
-NEEDS_SM90A = {"wgmma", "three_tf32_wgmma"}
+NEEDS_SM90A = {"wgmma", "three_tf32_wgmma", "warp_specialized"}
 
 # The one other GPU with a committed run: an H100 80GB (SXM, HBM3) run of an earlier, seven-stage
 # ladder. Its stages 01-03 ran the same kernels as today's (chapters 02 and 03 say so); the rest

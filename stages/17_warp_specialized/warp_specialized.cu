@@ -104,9 +104,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // ---- producer warpgroup: 40 registers; one thread issues every copy --------------------
     setmaxnreg_dec<kWsProducerRegs>();
     if (warp == 0 && lane == 0) {
-      // draft solution region: begin
-      // draft stub: ladder_todo("17.1", "producer: wait EMPTY, expect_tx on FULL, x box by TMA, weights by bulk copy");
-      // draft stub: ladder_unused(xmap, wring, xring, steps, chunks, weight_floats, box_floats);
+      // BEGIN SOLUTION
+      // STUB: ladder_todo("17.1", "producer: wait EMPTY, expect_tx on FULL, x box by TMA, weights by bulk copy");
+      // STUB: ladder_unused(xmap, wring, xring, steps, chunks, weight_floats, box_floats);
       prefetch_tensor_map(&xmap);
       const float* wt_block =
           a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats;
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         bulk_copy(wring + slot * weight_floats, wt_block + int64_t(chunk) * a.g.co_tiles_per_group * weight_floats,
                   uint32_t(weight_floats * 4), &full[slot]);
       }
-      // draft solution region: end
+      // END SOLUTION
     }
   } else {
     // ---- consumer warpgroups: 232 registers; wait FULL, wgmma, release EMPTY ----------------
@@ -158,10 +158,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             const uint64_t bd = wgmma_desc(ws + uint32_t((kh * KW + kw) * 2 * kWgCo * 16), b_lbo, 128);
 #pragma unroll
             for (int r = 0; r < kWgRows; ++r) {
-              // draft solution region: begin
-              // draft stub: if (step == 0 && kh == 0 && kw == 0 && r == 0)
-              // draft stub:   ladder_todo("17.2", "consumer: A fragment (rounded), wgmma, commit, wait 1, release");
-              // draft stub: ladder_unused(xrow, bd, afrag, owed);
+              // BEGIN SOLUTION
+              // STUB: if (step == 0 && kh == 0 && kw == 0 && r == 0)
+              // STUB:   ladder_todo("17.2", "consumer: A fragment (rounded), wgmma, commit, wait 1, release");
+              // STUB: ladder_unused(xrow, bd, afrag, owed);
               // afrag[r] was last read by row r's wgmma of the previous tap: complete, since
               // every wgmma is its own group and the wait<1> after the one since covered it.
               const float* src = xrow + r * a.box_cols + (KW - 1 - kw);
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                 if (lane == 0) mbar_arrive(&empty[owed]);
                 owed = -1;
               }
-              // draft solution region: end
+              // END SOLUTION
             }
           }
         }
