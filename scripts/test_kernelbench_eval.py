@@ -31,7 +31,8 @@ from tooling.results import update_results  # noqa: E402
 DOC = REPO / "docs" / "kernelbench.md"
 COMMITTED_JSON = "results/kernelbench/kernelbench_h200.json"  # the doc's num-src alias "kb"
 # The tensor-core rungs as ModelNew (docs/kernelbench.md), one committed run a card, by the doc's num-src alias
-TC_JSONS = {"kbt": "results/kernelbench/kernelbench_tc_h100.json", "kbt2": "results/kernelbench/kernelbench_tc_h200.json"}
+TC_JSONS = {"kbt": "results/kernelbench/kernelbench_tc_h100.json",
+            "kbt2": "results/kernelbench/kernelbench_tc_h200.json"}
 
 
 # ---- a plausible result, built by the script's own functions ----------------------------------------
@@ -347,7 +348,8 @@ class DocMarkers(unittest.TestCase):
         with tempfile.TemporaryDirectory(prefix="kbe_") as d:
             root = Path(d)
             (root / COMMITTED_JSON).parent.mkdir(parents=True)
-            for rel in (COMMITTED_JSON, *TC_JSONS.values()):  # the default ModelNews' run and the tensor-core rungs' runs
+            # the default ModelNews' run and the tensor-core rungs' runs
+            for rel in (COMMITTED_JSON, *TC_JSONS.values()):
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_text(json.dumps(sample_result()))
             for rel in ("results/ladder_h200.json", "results/p74/pytorch_h200.txt"):  # other files the doc quotes
@@ -374,7 +376,8 @@ class CommittedTensorCoreRuns(unittest.TestCase):
                     self.skipTest(f"{rel} is not in this checkout")
                 res = json.loads(path.read_text())
                 self.assertFalse(res["skipped"])
-                self.assertEqual(res["meta"]["argv"][:6], ["--problems", "38,74", "--rung", "38=08", "--rung", "74=10:11"])
+                self.assertEqual(res["meta"]["argv"][:6],
+                                 ["--problems", "38,74", "--rung", "38=08", "--rung", "74=10:11"])
                 self.assertEqual(set(res["problems"]), set(self.RUNGS))
                 for pid, rung in self.RUNGS.items():
                     p = res["problems"][pid]
