@@ -298,7 +298,7 @@ class P42Defaults(unittest.TestCase):
         folders = {p.name[3:]: p.name[:2] for p in (REPO / "stages").glob("[0-9][0-9]_*") if p.is_dir()}
         self.assertEqual((folders.get("multistage_mma"), folders.get("wgmma")), ("14", "15"))
         self.assertEqual(folders.get("three_tf32_wgmma", "16"), "16")
-        self.assertEqual(folders.get("warp_specialized", "17"), "17")  # stage 17 is drafted on a branch
+        self.assertEqual(folders.get("warp_specialized"), "17")
         self.assertTrue(all(n in folders for n in names if n not in ("three_tf32_wgmma", "warp_specialized")), names)
 
 
@@ -340,6 +340,26 @@ def random_problems(rng, count):
         if min(first["pooled_size"] + first["out_size"] + last["conv_size"] + last["out_size"]) >= 1:
             out.append((p, first, last))
     return out
+
+
+class P42GradCheckStage(unittest.TestCase):
+    """The C++ backward check runs an FP32 stage's forward: its y allowance (Y_ATOL) is FP32's."""
+    def folders(self):
+        return {p.parent.name[:2]: p.parent for p in (REPO / "stages").glob("[0-9][0-9]_*/rung.json")}
+
+    def test_precision_from_rung_json(self):
+        f = self.folders()
+        self.assertEqual(p42.stage_precision(f["15"]), "tf32")
+        self.assertEqual(p42.stage_precision(f["17"]), "tf32")
+        self.assertEqual(p42.stage_precision(f["16"]), "fp32")  # 3xTF32: FP32-accurate
+        self.assertEqual(p42.stage_precision(f["13"]), "fp32")
+
+    def test_model_new_first_then_the_last_fp32_stage(self):
+        f = self.folders()
+        self.assertEqual(p42.grad_check_stage(["15", "13", "17"], "13", f), "13")
+        self.assertEqual(p42.grad_check_stage(["09", "15", "17"], "13", f), "09")
+        self.assertEqual(p42.grad_check_stage(["16", "17"], "13", f), "16")
+        self.assertIsNone(p42.grad_check_stage(["15", "17"], "13", f))
 
 
 class Geometry(unittest.TestCase):

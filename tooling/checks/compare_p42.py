@@ -104,6 +104,7 @@ import statistics
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from . import compare_common as cc
 from .compare_common import Timer, abs_error, cudnn_tf32
@@ -675,6 +676,26 @@ def accuracy_vs_speed(checks, timings, stages, stage_names) -> list:
     return rows
 
 
+def stage_precision(folder) -> str:
+    """A stage's precision as its rung.json's grader block states it: "tf32" for the TF32 tensor-core
+    stages, else "fp32" (the default, as grader/rung_meta.py reads it)."""
+    try:
+        meta = json.loads((Path(folder) / "rung.json").read_text())
+    except FileNotFoundError:
+        return "fp32"
+    return (meta.get("grader") or {}).get("precision", "fp32")
+
+
+def grad_check_stage(stages, new_id, folders):
+    """The stage whose forward the C++ backward check runs: ModelNew's if requested, else the last
+    requested FP32 stage (folders: stage id -> its folder). The check holds y to Y_ATOL, an FP32
+    allowance that a TF32 forward can exceed on its randn inputs. None if every stage is TF32."""
+    if new_id in stages:
+        return new_id
+    fp32 = [s for s in stages if stage_precision(folders[s]) != "tf32"]
+    return fp32[-1] if fp32 else None
+
+
 def targets(timings, stage_names) -> list:
     """Step 6's targets from this run's medians; stages by name (stage_names: id -> name). A target
     missing either median is "not measured" with met null: never met by default."""
@@ -827,8 +848,12 @@ def run(torch, args) -> int:
         pooled_tf32 = pooled_fp32 = None  # freed (not del: check_outputs refers to them)
         torch.cuda.empty_cache()
 
-    if stages and not args.no_grad_check:
-        grad_stage = new_id if new_id in stages else stages[-1]
+    grad_stage = grad_check_stage(stages, new_id, {s.id: s.path for s in cpl.gpu_stages()})
+    if stages and not args.no_grad_check and grad_stage is None:
+        note = "C++ backward check skipped: every requested stage computes in TF32 (it needs an FP32 forward)"
+        log(note)
+        result["notes"].append(note)
+    elif stages and not args.no_grad_check:
         log(f"checking the C++ backward (stage {grad_stage}) against fp64 autograd")
         try:
             result["grad_checks"] = grad_check(torch, grad_stage, args.seed)
