@@ -37,7 +37,9 @@ without a stage folder is skipped with a note. The targets need 09, 10, 11, 14, 
    The registered operator's C++ backward (first derivatives, and second ones through a
    gradient penalty) is checked against fp64 autograd on small random problems (stride,
    padding, output_padding, dilation, groups), alternately through ModelNew's entry and
-   torch.ops; and ModelNew's parameter gradients against the fp64 Model's at the first sizes.
+   torch.ops, with the forward of ModelNew's stage if requested, else of the last requested FP32
+   stage (y is held to Y_ATOL, an FP32 allowance; with TF32 stages only, it is skipped with a
+   note); and ModelNew's parameter gradients against the fp64 Model's at the first sizes.
 4. Times, with CUDA events around each call, L2 flushed before each repetition (a write of twice
    the L2 size), after warm-up, median of --reps, all under torch.no_grad(): eager (TF32 conv,
    the default), eager with TF32 off, cuDNN's ConvTranspose2d alone (the Model's conv_transpose
