@@ -452,6 +452,28 @@ namespace cg = cooperative_groups;
 """, ""), (S17, """\
     setmaxnreg_inc<kWsConsumerRegs>();
 """, "")], ("present",), "the roles keep the entry registers: no setmaxnreg"),
+    Variant("17_warp_specialized", "a_not_rounded", [(S17, """\
+              afrag[r][0] = tf32_bits(src[0]);              // (pixel g,     channel t)
+              afrag[r][1] = tf32_bits(src[8]);              // (pixel g + 8, channel t)
+              afrag[r][2] = tf32_bits(src[4 * plane]);      // (pixel g,     channel t + 4)
+              afrag[r][3] = tf32_bits(src[4 * plane + 8]);  // (pixel g + 8, channel t + 4)
+""", """\
+              afrag[r][0] = __float_as_uint(src[0]);
+              afrag[r][1] = __float_as_uint(src[8]);
+              afrag[r][2] = __float_as_uint(src[4 * plane]);
+              afrag[r][3] = __float_as_uint(src[4 * plane + 8]);
+""")], ("tf32_rounded",), "the A fragments never rounded: wgmma truncates them (grader/fixtures/17/a_not_rounded)"),
+    Variant("17_warp_specialized", "a_truncated", [(S17, """\
+              afrag[r][0] = tf32_bits(src[0]);              // (pixel g,     channel t)
+              afrag[r][1] = tf32_bits(src[8]);              // (pixel g + 8, channel t)
+              afrag[r][2] = tf32_bits(src[4 * plane]);      // (pixel g,     channel t + 4)
+              afrag[r][3] = tf32_bits(src[4 * plane + 8]);  // (pixel g + 8, channel t + 4)
+""", """\
+              afrag[r][0] = __float_as_uint(src[0]) & 0xffffe000u;
+              afrag[r][1] = __float_as_uint(src[8]) & 0xffffe000u;
+              afrag[r][2] = __float_as_uint(src[4 * plane]) & 0xffffe000u;
+              afrag[r][3] = __float_as_uint(src[4 * plane + 8]) & 0xffffe000u;
+""")], ("tf32_rounded",), "the A fragments truncated (a mask without the add of 0x1000)"),
 
     Variant("p38-03", "honest"),
     Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree/block_tree.cu", """\
