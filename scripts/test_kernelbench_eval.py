@@ -30,7 +30,9 @@ from tooling.results import update_results  # noqa: E402
 
 DOC = REPO / "docs" / "kernelbench.md"
 COMMITTED_JSON = "results/kernelbench/kernelbench_h200.json"  # the doc's num-src alias "kb"
-TC_JSON = "results/kernelbench/kernelbench_tc_h100.json"  # the tensor-core rungs as ModelNew (docs/kernelbench.md)
+# The tensor-core rungs as ModelNew (docs/kernelbench.md), one committed run a card, by the doc's num-src alias
+TC_JSONS = {"kbt": "results/kernelbench/kernelbench_tc_h100.json",
+            "kbt2": "results/kernelbench/kernelbench_tc_h200.json"}
 
 
 # ---- a plausible result, built by the script's own functions ----------------------------------------
@@ -334,13 +336,20 @@ class DocMarkers(unittest.TestCase):
     def test_alias_names_the_committed_path(self):
         self.assertRegex(DOC.read_text(), rf"<!-- num-src: kb={re.escape(COMMITTED_JSON)}[ >]")
 
+    def test_aliases_name_the_tensor_core_runs(self):
+        text = DOC.read_text()
+        for alias, rel in TC_JSONS.items():
+            with self.subTest(rel=rel):
+                self.assertRegex(text, rf"<!-- num-src: [^>]*\b{alias}={re.escape(rel)}[ >]")
+
     def test_every_marker_resolves_against_a_sample(self):
         text = DOC.read_text()
         self.assertGreater(len(update_results.NUM.findall(text)), 20)
         with tempfile.TemporaryDirectory(prefix="kbe_") as d:
             root = Path(d)
             (root / COMMITTED_JSON).parent.mkdir(parents=True)
-            for rel in (COMMITTED_JSON, TC_JSON):  # the default ModelNews' run and the tensor-core rungs' run
+            # the default ModelNews' run and the tensor-core rungs' runs
+            for rel in (COMMITTED_JSON, *TC_JSONS.values()):
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_text(json.dumps(sample_result()))
             for rel in ("results/ladder_h200.json", "results/p74/pytorch_h200.txt"):  # other files the doc quotes
@@ -352,6 +361,40 @@ class DocMarkers(unittest.TestCase):
 
     def test_doc_is_in_the_marked_list(self):
         self.assertIn(DOC, update_results.marked_files(REPO))
+
+
+# ---- the committed tensor-core runs: each file consistent with itself (not the targets: a card may miss them) ----
+
+class CommittedTensorCoreRuns(unittest.TestCase):
+    RUNGS = {"p38": "rung='08'", "p74": "forward_rung='10', backward_rung='11'"}  # --rung 38=08 --rung 74=10:11
+
+    def test_each_run(self):
+        for rel in TC_JSONS.values():
+            path = REPO / rel
+            with self.subTest(rel=rel):
+                if not path.is_file():
+                    self.skipTest(f"{rel} is not in this checkout")
+                res = json.loads(path.read_text())
+                self.assertFalse(res["skipped"])
+                self.assertEqual(res["meta"]["argv"][:6],
+                                 ["--problems", "38,74", "--rung", "38=08", "--rung", "74=10:11"])
+                self.assertEqual(set(res["problems"]), set(self.RUNGS))
+                for pid, rung in self.RUNGS.items():
+                    p = res["problems"][pid]
+                    self.assertIn(rung, p["model_new"])
+                    self.assertEqual(p["device"], res["meta"]["device"])
+                    for check in p["correctness"].values():  # the counts agree with the per-trial diffs
+                        self.assertEqual(check["trials"], kb.KB_CORRECT_TRIALS)
+                        self.assertLessEqual(check["passed"], check["trials"])
+                        self.assertEqual(check["all_passed"], check["passed"] == check["trials"])
+                        self.assertEqual(check["max_abs_diff_max"], max(check["max_abs_diff"]))
+                    # the speedups are the script's own, from the rounded means it stored
+                    for name, value in kb.speedups(p["timing"]).items():
+                        self.assertAlmostEqual(p["speedup"][name], value, places=12, msg=f"{pid} {name}")
+                    self.assertEqual(p["excessive_speedup"], kb.excessive(p["speedup"]["guard"]))
+                    self.assertTrue(p["weights_equal_from_seed"])
+                    # the tensor-core rungs pass at PyTorch's defaults: the record's reason to exist
+                    self.assertEqual(p["correctness"]["default"]["passed"], kb.KB_CORRECT_TRIALS)
 
 
 if __name__ == "__main__":
