@@ -27,10 +27,11 @@ namespace {
 __device__ inline void mma_tf32(float (&d)[4], const uint2& a_lo, const uint2& a_hi, const uint2& b) {
 #if LADDER_HAS_TF32_MMA
   // a_lo = (a0, a2), a_hi = (a1, a3), b = (b0, b1): the order the shared layout delivers them
-  d[0] = fmaf(__uint_as_float(a_lo.x), __uint_as_float(b.x), d[0]);  // FP32 FMAs, no tensor core
-  d[1] = fmaf(__uint_as_float(a_lo.y), __uint_as_float(b.y), d[1]);
-  d[2] = fmaf(__uint_as_float(a_hi.x), __uint_as_float(b.x), d[2]);
-  d[3] = fmaf(__uint_as_float(a_hi.y), __uint_as_float(b.y), d[3]);
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a_lo.x), "r"(a_hi.x), "r"(a_lo.y), "r"(a_hi.y), "r"(b.x), "r"(b.y));
 #else
   __trap();  // hosts check tf32_mma_in before launching a kernel that reaches here
   (void)d, (void)a_lo, (void)a_hi, (void)b;
