@@ -953,6 +953,24 @@ class Model(unittest.TestCase):
         self.assertFalse(ok)
         self.assertIn("this build has no sm_90a code", lines[0])
 
+    def test_sm90a_rules_are_judged_on_sm90a_code_only(self):
+        """A needs_sm90a rule of what must be absent (stage 17's no BAR.SYNC in a loop) fails on
+        the sm_90a code that has it, though the sm_120 fallback kernel (a trap, no loop) has none:
+        fixture 17/consumers_meet_every_step passed technique while other architectures counted."""
+        def code(arch, *instructions):
+            return technique.parse(f"\tarch = {arch}\n\t\tFunction : _Z26conv_pool_warp_specializedILi3EEvv\n" +
+                                   "\n".join(f"        /*{16 * k:04x}*/                   {ins} ;"
+                                             for k, ins in enumerate(instructions)))
+        rules = [r for r in technique.STAGE_RULES["warp_specialized"] if r["check"] == "not_in_loop"]
+        self.assertTrue(rules and all(r.get("needs_sm90a") for r in rules))
+        looped = code("sm_90a", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR6], R4", "BAR.SYNC.DEFER_BLOCKING 0x1, 0x100",
+                      "@P0 BRA 0x0", "EXIT")
+        fallback = code("sm_120", "BPT.TRAP 0x1", "EXIT")
+        ok, lines = technique.apply(looped + fallback, rules, "s")
+        self.assertFalse(ok, lines)
+        self.assertIn("on sm_90a", lines[-1])
+        self.assertTrue(technique.apply(code("sm_90a", "BAR.SYNC.DEFER_BLOCKING 0x0", "EXIT") + fallback, rules, "s")[0])
+
     def test_wgmma_products_count_per_accumulator_and_tap(self):
         """Three HGMMA per accumulator and tap of a kernel row, KW from the template argument; an
         unrolled loop (two kernel rows a trip) only raises the count."""
