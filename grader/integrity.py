@@ -37,7 +37,8 @@ nothing. The rules, kept in one place (the constants under "the rules" below; do
     the personality routine, std::, __gnu_cxx:: and __cxxabiv1:: functions), a small set of C and
     math functions (memcpy, strlen, the printf family, malloc, expf, ...; IMPORT_ALLOWED) and the
     course library's helpers a rung may call (problem shapes, error text, device limits, blocks_for,
-    the tracks' geometry; LIBRARY_ALLOWED). Refused by name, with the reason (IMPORT_DENIED,
+    the tracks' geometry, the tensor map encoder, which does the driver lookup a rung may not;
+    LIBRARY_ALLOWED). Refused by name, with the reason (IMPORT_DENIED,
     IMPORT_STD_DENIED, LIBRARY_DENIED): the dynamic loader (dl_iterate_phdr, getauxval, ...) and
     driver entry points (cudaGetDriverEntryPoint, cuGetProcAddress, the driver API, cudaLibrary*),
     process escapes, files and descriptors (fopen, open, readlink, std::ifstream,
@@ -167,8 +168,9 @@ IMPORT_STD_DENIED = [
 ]
 # The course library (ladder::, qualified names with their classes, regex, full match): first what
 # a rung must not call, with the reason; then what it may call. The references call
-# throw_cuda_error, blocks_for, shared_memory_per_block_limit, valid_input_range, the problems'
-# own methods, p38's make_geometry, clamp_lo, clamp_hi and pool_divisor, p74's make_geometry,
+# throw_cuda_error, blocks_for, shared_memory_per_block_limit, valid_input_range,
+# encode_tensor_map_f32 (stage 17: the driver's tensor map encoder, whose entry point the library
+# looks up so that no rung imports the lookup), the problems' own methods, p38's make_geometry, clamp_lo, clamp_hi and pool_divisor, p74's make_geometry,
 # grid_for and kernelbench_family_mismatch; the rest of the list is their siblings in the same
 # headers (problem shapes, error text, device limits) and the types a rung is handed or throws,
 # which compute nothing the rung must.
@@ -187,6 +189,7 @@ LIBRARY_DENIED = [
 LIBRARY_ALLOWED = [
     r"ladder::(throw_cuda_error|cuda_error_hint|cuda_error_text|is_sticky_cuda_error|sticky_cuda_error|"
     r"cuda_device_available|shared_memory_per_block_limit|device_allocate|format_bytes|blocks_for|valid_input_range|"
+    r"encode_tensor_map_f32|"
     r"to_string|cost_of|(Problem|StageDescriptor|PhaseMarks|GpuStageArgs|PoolArgs|DeviceInputs|DeviceBuffer|"
     r"CudaError|DeviceMemoryError|InvalidProblem|ConvParams|TapRange|Tf32Split)(::\w+)?)",
     r"ladder::(p38|p74)::(Rung|RungArgs|PhaseMarks|DeviceInputs|Geometry|InvalidProblem)(::\w+)?",

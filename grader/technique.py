@@ -17,7 +17,8 @@ A check names a kernel by a substring of its base name (the identifier; for a te
 identifier followed by its mangled arguments, e.g. conv_exp_partialsILb1E). Every function of
 one architecture that matches must pass (all template instantiations), and there must be one.
 A build for several architectures passes a check when one architecture does: sm_75 code has no
-TF32 mma and no cp.async. Every GPU stage also may use no local memory (LDL/STL) on
+TF32 mma and no cp.async. A rule marked "needs_sm90a" is judged on the sm_90a code only (the other
+architectures hold the fallback, which would pass a rule of what must be absent). Every GPU stage also may use no local memory (LDL/STL) on
 LADDER_SASS_STRICT_ARCH (default sm_90), where the register budgets are tuned, or on its
 architecture-specific form (sm_90a: the code of a stage built for sm_90a in place of sm_90, the
 wgmma rung's; its rules say "needs_sm90a").
@@ -547,7 +548,10 @@ def apply(functions, rules, label, strict_arch=None):
         kwargs = {k: v for k, v in params.items() if k != "what"}
         kernel = r["kernel"] or "any function"
         results = []  # (passed, detail, arch), strict_arch last
-        for arch in archs:
+        # A needs_sm90a rule is judged on the sm_90a code alone: elsewhere the kernel is the
+        # fallback without wgmma (often an empty body), which would pass a rule of what must be
+        # absent (no BAR.SYNC in a loop) whatever the sm_90a code does.
+        for arch in ([a for a in archs if a == "sm_90a"] if r.get("needs_sm90a") else archs):
             mine = [f for f in functions if f.arch == arch and r["kernel"] in f.short]
             if not mine:
                 results.append((False, f"no kernel named *{r['kernel']}*", arch))

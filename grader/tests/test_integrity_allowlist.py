@@ -78,6 +78,7 @@ class ImportVerdictTest(unittest.TestCase):
             "_ZN6ladder10blocks_forExiPKc": None, "_ZN6ladder29shared_memory_per_block_limitEv": None,
             "_ZN6ladder3p3813make_geometryERKNS0_9Problem38E": None, "_ZN6ladder3p3812pool_divisorERKNS0_9Problem38Eil": None,
             "_ZN6ladder3p748grid_forEliPKc": None, "_ZNK6ladder3p749Problem748out_sizeEv": None,
+            "_ZN6ladder21encode_tensor_map_f32ERKNS_12TensorMapF32EPKc": None,  # the library's driver lookup
             "_ZN6ladder14pool_referenceERKNS_7ProblemEPKf": "CPU oracle",
             "_ZN6ladder10GpuSession22time_cub_segmented_sumEiib": "timing",
             "_ZN6ladder10GpuSessionC1ERKNS_7ProblemE": "timing",
@@ -202,6 +203,13 @@ CHEATS = {  # name: (source, words of the rule-4 finding)
     "entry_point": ('extern "C" int cudaGetDriverEntryPoint(const char*, void**, unsigned long long, void*);\n'
                     'namespace ladder { void* stage_{id}_descriptor() { void* f = nullptr;\n'
                     '  cudaGetDriverEntryPoint("cuLibraryLoadData", &f, 0, nullptr); return f; } }\n', "driver entry point"),
+    # The lookup stage 17's encoder needs, done in the rung rather than through the course library's
+    # ladder::encode_tensor_map_f32 (common/toolkit/tensor_map.cpp): refused all the same.
+    "versioned_entry_point": ('extern "C" int cudaGetDriverEntryPointByVersion(const char*, void**, unsigned, '
+                              'unsigned long long, void*);\n'
+                              'namespace ladder { void* stage_{id}_descriptor() { void* f = nullptr;\n'
+                              '  cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, 0, nullptr);'
+                              ' return f; } }\n', "driver entry point"),
     "other_rung": ("namespace ladder { struct StageDescriptor; const StageDescriptor& stage_10_descriptor();\n"
                    "const StageDescriptor& stage_{id}_descriptor() { return stage_10_descriptor(); } }\n",
                    "calls ladder::stage_10_descriptor(): another rung's registration"),
@@ -230,6 +238,19 @@ class ImportObjectsTest(unittest.TestCase):
                     lines = rule_lines(integrity.check(tmp, name, cuobjdump=""), 4)
                     self.assertTrue(any(words in l for l in lines), "\n".join(lines) or "no rule-4 finding")
                     self.assertTrue(all("(imports)" in l for l in lines))
+
+    def test_the_library_tensor_map_encoder_passes(self):
+        """A rung that encodes its tensor map through the course library (as stage 17 does) imports
+        ladder::encode_tensor_map_f32, not the driver lookup inside it: no rule-4 finding."""
+        source = ("namespace ladder { struct TensorMapF32 { int rank; }; struct Map { unsigned char bytes[128]; };\n"
+                  "Map encode_tensor_map_f32(const TensorMapF32& m, const char* what);\n"
+                  'Map stage_tm_descriptor() { TensorMapF32 m{5}; return encode_tensor_map_f32(m, "x"); } }\n')
+        with tempfile.TemporaryDirectory(prefix="ia_") as tmp:
+            obj = compile_object(tmp, "CMakeFiles/stage_tm.dir", "tm", source)
+            self.assertIn("_ZN6ladder21encode_tensor_map_f32ERKNS_12TensorMapF32EPKc",
+                          [s.name for s in integrity.parse_symbols(integrity.readelf(obj, "-s")) if not s.defined])
+            report = integrity.check(tmp, "tm", cuobjdump="")
+            self.assertEqual(rule_lines(report, 4), [], report.lines())
 
     def test_rule_1_is_not_repeated(self):
         """A name rule 1 already refuses (dlopen) gives no second finding under rule 4."""

@@ -452,6 +452,28 @@ namespace cg = cooperative_groups;
 """, ""), (S17, """\
     setmaxnreg_inc<kWsConsumerRegs>();
 """, "")], ("present",), "the roles keep the entry registers: no setmaxnreg"),
+    Variant("17_warp_specialized", "a_not_rounded", [(S17, """\
+              afrag[r][0] = tf32_bits(src[0]);              // (pixel g,     channel t)
+              afrag[r][1] = tf32_bits(src[8]);              // (pixel g + 8, channel t)
+              afrag[r][2] = tf32_bits(src[4 * plane]);      // (pixel g,     channel t + 4)
+              afrag[r][3] = tf32_bits(src[4 * plane + 8]);  // (pixel g + 8, channel t + 4)
+""", """\
+              afrag[r][0] = __float_as_uint(src[0]);
+              afrag[r][1] = __float_as_uint(src[8]);
+              afrag[r][2] = __float_as_uint(src[4 * plane]);
+              afrag[r][3] = __float_as_uint(src[4 * plane + 8]);
+""")], ("tf32_rounded",), "the A fragments never rounded: wgmma truncates them (grader/fixtures/17/a_not_rounded)"),
+    Variant("17_warp_specialized", "a_truncated", [(S17, """\
+              afrag[r][0] = tf32_bits(src[0]);              // (pixel g,     channel t)
+              afrag[r][1] = tf32_bits(src[8]);              // (pixel g + 8, channel t)
+              afrag[r][2] = tf32_bits(src[4 * plane]);      // (pixel g,     channel t + 4)
+              afrag[r][3] = tf32_bits(src[4 * plane + 8]);  // (pixel g + 8, channel t + 4)
+""", """\
+              afrag[r][0] = __float_as_uint(src[0]) & 0xffffe000u;
+              afrag[r][1] = __float_as_uint(src[8]) & 0xffffe000u;
+              afrag[r][2] = __float_as_uint(src[4 * plane]) & 0xffffe000u;
+              afrag[r][3] = __float_as_uint(src[4 * plane + 8]) & 0xffffe000u;
+""")], ("tf32_rounded",), "the A fragments truncated (a mask without the add of 0x1000)"),
 
     Variant("p38-03", "honest"),
     Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree/block_tree.cu", """\
@@ -930,6 +952,24 @@ class Model(unittest.TestCase):
         ok, lines = technique.apply(code("sm_90", *loop), rules, "s")
         self.assertFalse(ok)
         self.assertIn("this build has no sm_90a code", lines[0])
+
+    def test_sm90a_rules_are_judged_on_sm90a_code_only(self):
+        """A needs_sm90a rule of what must be absent (stage 17's no BAR.SYNC in a loop) fails on
+        the sm_90a code that has it, though the sm_120 fallback kernel (a trap, no loop) has none:
+        fixture 17/consumers_meet_every_step passed technique while other architectures counted."""
+        def code(arch, *instructions):
+            return technique.parse(f"\tarch = {arch}\n\t\tFunction : _Z26conv_pool_warp_specializedILi3EEvv\n" +
+                                   "\n".join(f"        /*{16 * k:04x}*/                   {ins} ;"
+                                             for k, ins in enumerate(instructions)))
+        rules = [r for r in technique.STAGE_RULES["warp_specialized"] if r["check"] == "not_in_loop"]
+        self.assertTrue(rules and all(r.get("needs_sm90a") for r in rules))
+        looped = code("sm_90a", "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR6], R4", "BAR.SYNC.DEFER_BLOCKING 0x1, 0x100",
+                      "@P0 BRA 0x0", "EXIT")
+        fallback = code("sm_120", "BPT.TRAP 0x1", "EXIT")
+        ok, lines = technique.apply(looped + fallback, rules, "s")
+        self.assertFalse(ok, lines)
+        self.assertIn("on sm_90a", lines[-1])
+        self.assertTrue(technique.apply(code("sm_90a", "BAR.SYNC.DEFER_BLOCKING 0x0", "EXIT") + fallback, rules, "s")[0])
 
     def test_wgmma_products_count_per_accumulator_and_tap(self):
         """Three HGMMA per accumulator and tap of a kernel row, KW from the template argument; an

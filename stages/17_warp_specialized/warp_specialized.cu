@@ -108,15 +108,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // STUB: ladder_todo("17.1", "producer: wait EMPTY, expect_tx on FULL, x box by TMA, weights by bulk copy");
       // STUB: ladder_unused(xmap, wring, xring, steps, chunks, weight_floats, box_floats);
       prefetch_tensor_map(&xmap);
-      const float* wt_block =
-          a.wt + int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats;
+      const float* const wt_block =
+          &a.wt[int64_t(bc.group * chunks * a.g.co_tiles_per_group + bc.co_base / kWgCo) * weight_floats];
       const uint32_t step_bytes = uint32_t((weight_floats + box_floats) * 4);  // what lands per step
       for (int s = 0; s < steps; ++s) {
         const int slot = s % kWsRing;
         // The slot's previous use, step s - kWsRing, was the (s / kWsRing - 1)-th phase of empty[slot].
         if (s >= kWsRing) mbar_wait(&empty[slot], (s / kWsRing + 1) & 1);
         const int tile = tile_begin + s / chunks, chunk = s % chunks;
-        const int th = tile / a.tiles_w, tw = tile - th * a.tiles_w;
+        const int th = tile / a.tiles_w, tw = tile - a.tiles_w * th;
         const int ih0 = th * kOutRows + p.padding_h - (p.kernel_h - 1) * p.dilation_h;
         const int iw0 = tw * kOutCols + p.padding_w - (KW - 1) - a.box_shift;  // a multiple of 4: 16 bytes
         mbar_arrive_expect_tx(&full[slot], step_bytes);
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
               wgmma_wait<1>();  // every wgmma but this one is done: the other row's fragment is free
               if (owed >= 0) {  // the previous step's last wgmma is done: its slot goes back
                 __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[owed]);
+                if (lane == 0) mbar_arrive(empty + owed);
                 owed = -1;
               }
               // END SOLUTION
