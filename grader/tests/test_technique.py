@@ -657,11 +657,15 @@ def find_tool(name, env):
 
 
 def variant_tree(v, tmp):
-    """A copy of stages/ and tracks/ under tmp with v's edits made (common/, harness/ and ladder/ linked)."""
-    for d in ("stages", "tracks"):
-        shutil.copytree(os.path.join(ROOT, d), os.path.join(tmp, d))
-    for d in ("common", "harness", "ladder"):
-        os.symlink(os.path.join(ROOT, d), os.path.join(tmp, d))
+    """A copy of stages/ and tracks/ under tmp with v's edits made; common/, harness/ and ladder/
+    are linked, except one that an edit touches (10's ffma_instead_of_mma edits common/toolkit/),
+    which is copied: an edit made through a link would change the checkout itself."""
+    edited = {path.split("/")[0] for path, _, _ in v.edits}
+    for d in ("stages", "tracks", "common", "harness", "ladder"):
+        if d in ("stages", "tracks") or d in edited:
+            shutil.copytree(os.path.join(ROOT, d), os.path.join(tmp, d))
+        else:
+            os.symlink(os.path.join(ROOT, d), os.path.join(tmp, d))
     for path, orig, repl in v.edits:
         with open(os.path.join(tmp, path), encoding="utf-8") as f:
             text = f.read()
@@ -791,6 +795,25 @@ class SavedVariants(unittest.TestCase):
                 with self.subTest(rung=v.rung, variant=v.name, path=path):
                     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
                         self.assertEqual(f.read().count(orig), 1, "regenerate the test data after fixing the edit")
+
+    def test_variant_trees_leave_the_checkout_alone(self):
+        """variant_tree edits copies only: each edited file of the checkout is unchanged afterwards,
+        and the variant's tree holds the edit (an edit through a linked folder once rewrote
+        common/toolkit/mma_tf32.cuh in place, for every later compile and commit)."""
+        for v in VARIANTS:
+            if not v.edits:
+                continue
+            with self.subTest(rung=v.rung, variant=v.name), tempfile.TemporaryDirectory() as tmp:
+                before = {}
+                for path, _, _ in v.edits:
+                    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                        before[path] = f.read()
+                variant_tree(v, tmp)
+                for path, orig, repl in v.edits:
+                    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                        self.assertEqual(f.read(), before[path], f"{path} of the checkout changed")
+                    with open(os.path.join(tmp, path), encoding="utf-8") as f:
+                        self.assertIn(repl, f.read())
 
     def test_every_rung_has_a_failing_variant(self):
         rungs = {v.rung if v.rung.startswith("p") else v.rung[3:] for v in VARIANTS if v.fails}
