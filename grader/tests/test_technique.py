@@ -833,6 +833,11 @@ class SavedVariants(unittest.TestCase):
                 with self.subTest(rung=v.rung, variant=v.name, arch=arch):
                     self.verdicts(v, compile_variant(v, arch, nvcc, cuobjdump), arch)
 
+    # Fixtures that lose technique because their host code cannot build in the grader's sandbox
+    # (an .incbin of a file the sandbox does not hold): this test compiles device code only
+    # (nvcc -cubin), where their edit is not compiled, so their verdict is the selftest's alone.
+    HOST_BUILD_FAILS = {"03/incbin_reference_build", "03/incbin_reference_library"}
+
     @unittest.skipUnless(os.environ.get("LADDER_TECHNIQUE_COMPILE"), "set LADDER_TECHNIQUE_COMPILE=1 to compile")
     def test_grader_fixtures_compiled_now(self):
         """The selftest's fixtures (grader/fixtures): those that lose technique fail a check here,
@@ -845,7 +850,7 @@ class SavedVariants(unittest.TestCase):
                    for d in glob.glob(os.path.join(ROOT, "stages", "[01]*_*"))}
         for path in sorted(glob.glob(os.path.join(ROOT, "grader", "fixtures", "*", "*.fixture"))):
             fx = selftest.parse_fixture(path)
-            if fx["loses"] not in ("technique", "nothing"):
+            if fx["loses"] not in ("technique", "nothing") or fx["name"] in self.HOST_BUILD_FAILS:
                 continue
             v = Variant(fx["rung"] if fx["rung"].startswith("p") else folders[fx["rung"]], fx["name"],
                         [(fx["file"], o, r) for o, r in fx["edits"]])
