@@ -106,7 +106,6 @@ import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 
 from . import compare_common as cc
 from .compare_common import Timer, abs_error, cudnn_tf32
@@ -678,23 +677,21 @@ def accuracy_vs_speed(checks, timings, stages, stage_names) -> list:
     return rows
 
 
-def stage_precision(folder) -> str:
-    """A stage's precision as its rung.json's grader block states it: "tf32" for the TF32 tensor-core
-    stages, else "fp32" (the default, as grader/rung_meta.py reads it)."""
-    try:
-        meta = json.loads((Path(folder) / "rung.json").read_text())
-    except FileNotFoundError:
-        return "fp32"
-    return (meta.get("grader") or {}).get("precision", "fp32")
+def stage_precisions() -> dict:
+    """{stage id: "tf32" or "fp32"}: each stage's precision as its rung.json's grader block states
+    it ("fp32" where it says nothing), read by the grader's own reader (grader/rung_meta.py)."""
+    from grader import rung_meta
+    return {sid: (meta.get("grader") or {}).get("precision", "fp32")
+            for sid, (_, meta) in rung_meta.stages(str(cc.REPO_ROOT)).items()}
 
 
-def grad_check_stage(stages, new_id, folders):
+def grad_check_stage(stages, new_id, precisions):
     """The stage whose forward the C++ backward check runs: ModelNew's if requested, else the last
-    requested FP32 stage (folders: stage id -> its folder). The check holds y to Y_ATOL, an FP32
+    requested FP32 stage (precisions: stage_precisions()). The check holds y to Y_ATOL, an FP32
     allowance that a TF32 forward can exceed on its randn inputs. None if every stage is TF32."""
     if new_id in stages:
         return new_id
-    fp32 = [s for s in stages if stage_precision(folders[s]) != "tf32"]
+    fp32 = [s for s in stages if precisions.get(s, "fp32") != "tf32"]
     return fp32[-1] if fp32 else None
 
 
@@ -850,12 +847,12 @@ def run(torch, args) -> int:
         pooled_tf32 = pooled_fp32 = None  # freed (not del: check_outputs refers to them)
         torch.cuda.empty_cache()
 
-    grad_stage = grad_check_stage(stages, new_id, {s.id: s.path for s in cpl.gpu_stages()})
+    grad_stage = grad_check_stage(stages, new_id, stage_precisions()) if stages and not args.no_grad_check else None
     if stages and not args.no_grad_check and grad_stage is None:
         note = "C++ backward check skipped: every requested stage computes in TF32 (it needs an FP32 forward)"
         log(note)
         result["notes"].append(note)
-    elif stages and not args.no_grad_check:
+    elif grad_stage is not None:
         log(f"checking the C++ backward (stage {grad_stage}) against fp64 autograd")
         try:
             result["grad_checks"] = grad_check(torch, grad_stage, args.seed)
