@@ -8,13 +8,9 @@
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
-#include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
-
-#include "cuda_check.hpp"
 
 namespace ladder {
 
