@@ -677,12 +677,16 @@ def accuracy_vs_speed(checks, timings, stages, stage_names) -> list:
     return rows
 
 
-def stage_precisions() -> dict:
-    """{stage id: "tf32" or "fp32"}: each stage's precision as its rung.json's grader block states
-    it ("fp32" where it says nothing), read by the grader's own reader (grader/rung_meta.py)."""
-    from grader import rung_meta
-    return {sid: (meta.get("grader") or {}).get("precision", "fp32")
-            for sid, (_, meta) in rung_meta.stages(str(cc.REPO_ROOT)).items()}
+def stage_precisions(folders) -> dict:
+    """{stage id: "tf32" or "fp32"} of folders ({stage id: its folder}): each stage's precision as
+    its rung.json's grader block states it, "fp32" where it says nothing (tooling reads rung.json
+    itself, as python/conv_pool_ladder/_build.py does: it never imports grader/)."""
+    out = {}
+    for sid, folder in folders.items():
+        meta = folder / "rung.json"
+        grader = (json.loads(meta.read_text()).get("grader") or {}) if meta.is_file() else {}
+        out[sid] = grader.get("precision", "fp32")
+    return out
 
 
 def grad_check_stage(stages, new_id, precisions):
@@ -737,7 +741,8 @@ def run(torch, args) -> int:
               "timings": [], "notes": []}
 
     # Stages: the requested ones that have a GPU folder; the others are named and skipped.
-    gpu_ids = [s.id for s in cpl.gpu_stages()]
+    gpu_folders = {s.id: s.path for s in cpl.gpu_stages()}
+    gpu_ids = list(gpu_folders)
     if args.stages.strip() == "all":
         stages = gpu_ids
     else:
@@ -847,7 +852,7 @@ def run(torch, args) -> int:
         pooled_tf32 = pooled_fp32 = None  # freed (not del: check_outputs refers to them)
         torch.cuda.empty_cache()
 
-    grad_stage = grad_check_stage(stages, new_id, stage_precisions()) if stages and not args.no_grad_check else None
+    grad_stage = grad_check_stage(stages, new_id, stage_precisions(gpu_folders)) if stages and not args.no_grad_check else None
     if stages and not args.no_grad_check and grad_stage is None:
         note = "C++ backward check skipped: every requested stage computes in TF32 (it needs an FP32 forward)"
         log(note)
