@@ -13,7 +13,8 @@
 // wgmma exists only in sm_90a code: CMake builds this stage so when 90 is in the architecture
 // list, and every other GPU (Blackwell included) or build takes the general FP32 path and says so.
 // This file holds the stage's kernels; the instructions are common/toolkit/wgmma.cuh, the tile
-// lib/wgmma_tile.cuh and the host half lib/wgmma_host.cuh.
+// lib/wgmma_tile.cuh, the weight layout kernel lib/tf32_weight_kmajor.cuh (stage 17 reuses it)
+// and the host half lib/wgmma_host.cuh.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -24,39 +25,16 @@
 #include "device.hpp"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
-#include "wgmma.cuh"           // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
-#include "lib/wgmma_tile.cuh"  // the tile, the rings, the kernel's arguments
-#include "lib/wgmma_host.cuh"  // WgmmaHost: the host half
+#include "wgmma.cuh"                    // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
+#include "lib/wgmma_tile.cuh"           // the tile, the rings, the kernel's arguments
+#include "lib/tf32_weight_kmajor.cuh"   // the weights K-major in TF32, once per run
+#include "lib/wgmma_host.cuh"           // WgmmaHost: the host half
 #include "todo.cuh"
 
 namespace ladder {
 namespace {
 
 // ---- stage 15 kernels: begin ---------------------------------------------------------------
-
-/// The weights as wgmma reads B, K-major and rounded to TF32 (cvt.rna; wgmma itself truncates),
-/// written once per run: wt[group][chunk][co_tile][tap][khalf][128 co][4] =
-/// tf32(weight[group*Cin/g + chunk*8 + khalf*4 + e, co_tile*128 + co, tap]), zero past the
-/// group's channels. Each (tap, khalf) block of 128 x 4 floats is 16 core matrices of 8 channels
-/// x 16 bytes, 128 bytes apart. weight (Cin, Cout/g, kH, kW) fp32; one thread per wt element.
-__global__ void tf32_weight_kmajor(ConvParams p, const float* weight, float* wt, int chunks, int co_tiles,
-                                   int64_t total) {
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= total) return;
-  const int taps = p.kernel_h * p.kernel_w;
-  const int el = int(e % 4), co = int(e / 4 % kWgCo), khalf = int(e / (4 * kWgCo) % 2);
-  int64_t rest = e / (8 * kWgCo);
-  const int tap = int(rest % taps);
-  rest /= taps;
-  const int co_tile = int(rest % co_tiles);
-  rest /= co_tiles;
-  const int chunk = int(rest % chunks), group = int(rest / chunks);
-  const int ci = chunk * kCiChunk + khalf * 4 + el, co_g = co_tile * kWgCo + co;
-  float v = 0.0f;
-  if (ci < p.in_per_group && co_g < p.out_per_group)
-    v = weight[(int64_t(group * p.in_per_group + ci) * p.out_per_group + co_g) * taps + tap];
-  wt[e] = __uint_as_float(tf32_bits(v));
-}
 
 /// partials[n, part, co] = sum of the convT outputs (without conv bias) of the tiles
 /// [part_begin(part), part_begin(part + 1)) of plane (n, co), for the block's 128 channels; a
