@@ -25,10 +25,10 @@
 #include "device.hpp"
 #include "lib/fused_partials.cuh"
 #include "lib/register_stage.hpp"
-#include "wgmma.cuh"                    // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
-#include "lib/wgmma_tile.cuh"           // the tile, the rings, the kernel's arguments
-#include "lib/tf32_weight_kmajor.cuh"   // the weights K-major in TF32, once per run
-#include "lib/wgmma_host.cuh"           // WgmmaHost: the host half
+#include "wgmma.cuh"           // descriptors, wgmma, mbarriers, the bulk copy, proxy fences
+#include "lib/wgmma_tile.cuh"  // the tile, the rings, the kernel's arguments
+#include "lib/tf32_weight_kmajor.cuh"  // the weights K-major in TF32, once per run
+#include "lib/wgmma_host.cuh"  // WgmmaHost: the host half
 #include "todo.cuh"
 
 namespace ladder {
