@@ -11,7 +11,7 @@ load_extension, list_stage_folders and the build helpers need no torch until a b
 run_stage, stage_forward, stage_op, Model and ModelNew import torch.
 """
 
-from ._build import REPO_ROOT, gpu_stages, load_extension, normalize_stage_id, stage_folders
+from ._build import REPO_ROOT, gpu_stages, load_extension, normalize_stage_id, rung_meta, stage_folders
 
 
 def list_stage_folders():
@@ -42,6 +42,6 @@ def __getattr__(name):  # PEP 562: torch is imported only when these are used
 
 
 __all__ = [
-    "REPO_ROOT", "gpu_stages", "load_extension", "normalize_stage_id", "stage_folders",
+    "REPO_ROOT", "gpu_stages", "load_extension", "normalize_stage_id", "rung_meta", "stage_folders",
     "list_stage_folders", "list_stages", *_LAZY,
 ]

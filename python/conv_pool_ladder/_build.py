@@ -361,11 +361,17 @@ def cuda_arch(torch) -> str:
     return "90"
 
 
+def rung_meta(folder: Path) -> dict:
+    """A stage folder's rung.json as a dict, {} where the folder has none. The one reader of that
+    file outside grader/ (whose grader/rung_meta.py the tooling must not import)."""
+    meta = Path(folder) / "rung.json"
+    return json.loads(meta.read_text()) if meta.is_file() else {}
+
+
 def needs_sm90a(stage: StageFolder) -> bool:
     """Whether the stage's rung.json says "build": {"sm_90a": true} (Hopper-only instructions such as
     wgmma, which exist only in sm_90a code; cmake/Stages.cmake reads the same key)."""
-    meta = stage.path / "rung.json"
-    return meta.is_file() and json.loads(meta.read_text()).get("build", {}).get("sm_90a") is True
+    return rung_meta(stage.path).get("build", {}).get("sm_90a") is True
 
 
 def extension_arch(arch: str, stages) -> str:

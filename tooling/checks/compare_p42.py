@@ -679,14 +679,10 @@ def accuracy_vs_speed(checks, timings, stages, stage_names) -> list:
 
 def stage_precisions(folders) -> dict:
     """{stage id: "tf32" or "fp32"} of folders ({stage id: its folder}): each stage's precision as
-    its rung.json's grader block states it, "fp32" where it says nothing (tooling reads rung.json
-    itself, as python/conv_pool_ladder/_build.py does: it never imports grader/)."""
-    out = {}
-    for sid, folder in folders.items():
-        meta = folder / "rung.json"
-        grader = (json.loads(meta.read_text()).get("grader") or {}) if meta.is_file() else {}
-        out[sid] = grader.get("precision", "fp32")
-    return out
+    its rung.json's grader block states it, "fp32" where it says nothing (read by the package's
+    rung_meta: tooling never imports grader/)."""
+    rung_meta = cc.ladder_package().rung_meta
+    return {sid: (rung_meta(folder).get("grader") or {}).get("precision", "fp32") for sid, folder in folders.items()}
 
 
 def grad_check_stage(stages, new_id, precisions):
