@@ -461,12 +461,39 @@ def check_wgmma_products(fn, min_per_tap=3, sass=r"HGMMA\."):
                   f"{min(per_acc.values())} each for {taps} tap(s) a row")
 
 
+WGMMA_PENDING = re.compile(r"gsb0\s*,\s*(0x[0-9a-fA-F]+|\d+)")
+
+
+def check_wgmma_in_flight(fn, min_pending=1, sass=r"HGMMA\."):
+    """wgmma that overlap: in every innermost loop with HGMMA, each wait (WARPGROUP.DEPBAR.LE gsb0,
+    n: wgmma.wait_group n) leaves at least min_pending groups in flight. Fails on a wait<0> after
+    every wgmma and on the wait ptxas puts in itself when it serializes the wgmma (its C7513
+    note: a non-wgmma instruction would write an A fragment's registers while a wgmma still reads
+    them; nvcc 13.0 does so when the next A values are loaded across the wait into a buffer the
+    fragment is converted from). Both are correct, and both leave the tensor pipe idle while the
+    next fragment loads."""
+    pattern = re.compile(sass)
+    loops = [l for l in fn.loops if l.innermost and l.has(pattern)]
+    if not loops:
+        return False, f"no innermost loop with {sass.replace(chr(92), '').rstrip('.')}"
+    for loop in loops:
+        for i in loop.body:
+            m = WGMMA_PENDING.search(", ".join(i.args)) if i.op.startswith("WARPGROUP.DEPBAR") else None
+            if m and int(m.group(1), 0) < min_pending:
+                return False, (f"{loop.where()}: {i.text()} at {i.addr:#06x} waits for every wgmma but "
+                               f"{int(m.group(1), 0)}: fewer than {min_pending} in flight, so the next A "
+                               f"fragment loads while the tensor pipe idles (a wait<0>, or ptxas serializing "
+                               f"the wgmma: its C7513 note)")
+    waits = sorted({i.text() for l in loops for i in l.body if i.op.startswith("WARPGROUP.DEPBAR")})
+    return True, f"{loops[0].where()}: {', '.join(waits) or 'no wait inside'}"
+
+
 CHECKS = {"present": check_present, "absent": check_absent, "atomic_per_element": check_atomic_per_element,
           "block_tree": check_block_tree, "shuffles": check_shuffles, "wide_loads_loop": check_wide_loads_loop,
           "loop_has": check_loop_has, "not_in_loop": check_not_in_loop, "smem_operands": check_smem_operands,
           "register_tile": check_register_tile, "async_pipeline": check_async_pipeline,
           "mma_loop": check_mma_loop, "three_products": check_three_products, "tf32_rounded": check_tf32_rounded,
-          "wgmma_products": check_wgmma_products}
+          "wgmma_products": check_wgmma_products, "wgmma_in_flight": check_wgmma_in_flight}
 
 # What each kind is called in a report line when the rule gives no "what".
 WHAT = {"atomic_per_element": "a global atomic add per element", "block_tree": "a shared-memory tree",

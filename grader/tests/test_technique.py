@@ -474,6 +474,47 @@ namespace cg = cooperative_groups;
               afrag[r][2] = __float_as_uint(src[4 * plane]) & 0xffffe000u;
               afrag[r][3] = __float_as_uint(src[4 * plane + 8]) & 0xffffe000u;
 """)], ("tf32_rounded",), "the A fragments truncated (a mask without the add of 0x1000)"),
+    Variant("17_warp_specialized", "waits_for_every_wgmma", [(S17, """\
+              wgmma_wait<1>();  // every wgmma but this one is done: the other row's fragment is free
+""", """\
+              wgmma_wait<0>();  // waits for this one too: nothing overlaps the next fragment's loads
+""")], ("wgmma_in_flight",), "a wait<0> after every wgmma: correct, and the tensor pipe idles while the "
+                             "next A fragment loads (grader/fixtures/17/waits_for_every_wgmma)"),
+    Variant("17_warp_specialized", "next_values_carried_across_the_wait", [(S17, """\
+    uint32_t afrag[kWgRows][4];  // one A fragment per m64 row: row r's wgmma reads afrag[r]
+""", """\
+    uint32_t afrag[kWgRows][4];  // one A fragment per m64 row: row r's wgmma reads afrag[r]
+    float anext[4];              // the next wgmma's A values, loaded one iteration ahead
+"""), (S17, """\
+        const uint32_t ws = smem_addr(wring + slot * weight_floats);
+""", """\
+        const uint32_t ws = smem_addr(wring + slot * weight_floats);
+        {  // the step's first A values: kh 0, kw 0, row 0
+          const float* src = xs + (p.kernel_h - 1) * p.dilation_h * a.box_cols + (KW - 1);
+          anext[0] = src[0], anext[1] = src[8], anext[2] = src[4 * plane], anext[3] = src[4 * plane + 8];
+        }
+"""), (S17, """\
+              const float* src = xrow + r * a.box_cols + (KW - 1 - kw);
+              afrag[r][0] = tf32_bits(src[0]);              // (pixel g,     channel t)
+              afrag[r][1] = tf32_bits(src[8]);              // (pixel g + 8, channel t)
+              afrag[r][2] = tf32_bits(src[4 * plane]);      // (pixel g,     channel t + 4)
+              afrag[r][3] = tf32_bits(src[4 * plane + 8]);  // (pixel g + 8, channel t + 4)
+""", """\
+#pragma unroll
+              for (int i = 0; i < 4; ++i) afrag[r][i] = tf32_bits(anext[i]);
+"""), (S17, """\
+              wgmma_wait<1>();  // every wgmma but this one is done: the other row's fragment is free
+""", """\
+              wgmma_wait<1>();  // every wgmma but this one is done: the other row's fragment is free
+              const float* tap0 = xrow + (KW - 1 - kw);  // the next wgmma's values: row 1, the next tap, the next kh
+              const float* src = r + 1 < kWgRows ? tap0 + (r + 1) * a.box_cols
+                               : kw + 1 < KW     ? tap0 - 1
+                               : kh + 1 < p.kernel_h ? xrow - p.dilation_h * a.box_cols + (KW - 1)
+                                                     : nullptr;
+              if (src) anext[0] = src[0], anext[1] = src[8], anext[2] = src[4 * plane], anext[3] = src[4 * plane + 8];
+""")], ("wgmma_in_flight",), "the next A values loaded one iteration ahead into a buffer that the fragment "
+                             "is converted from: ptxas gives both rows' fragments the buffer's registers "
+                             "and serializes the wgmma (its C7513 note)"),
 
     Variant("p38-03", "honest"),
     Variant("p38-03", "serial_by_thread0", [(f"{P38}/03_block_tree/block_tree.cu", """\
