@@ -5,8 +5,9 @@
     python3 scripts/compare.py --problem 42 --small --stages 01,06 --json /tmp/cmp.json
 
 Default stages, by name: vectorized_loads, async_copy, tensor_cores, three_tf32, pool_before_conv,
-single_launch, multistage_mma, wgmma, three_tf32_wgmma, warp_specialized (05, 09 .. 17); a name
-without a stage folder is skipped with a note. The targets need 09, 10, 11, 14, 15, 16 and 17.
+single_launch, multistage_mma, wgmma, three_tf32_wgmma, warp_specialized,
+three_tf32_warp_specialized (05, 09 .. 18); a name without a stage folder is skipped with a note
+(18's is a draft until it has run on a GPU). The targets need 09, 10, 11, 14, 15, 16, 17 and 18.
 
 1. Builds the reference Model, the problem's PyTorch code unchanged (nn.ConvTranspose2d, mean,
    + bias, logsumexp, sum, * 10; docs/problem.md), at KernelBench's sizes (batch 16, 64 -> 128
@@ -84,7 +85,9 @@ without a stage folder is skipped with a note. The targets need 09, 10, 11, 14, 
      cuDNN ConvTranspose2d alone (FP32);  stage multistage_mma < stage async_copy (meant for the
      --small run, the first KernelBench sizes; reported in both, with that note);
    and issue 39's (the warp-specialized kernel, stage warp_specialized): <= cuDNN's conv kernel
-     alone, <= 0.85 x it (the stretch, with that note), and < stage wgmma.
+     alone, <= 0.85 x it (the stretch, with that note), and < stage wgmma; its 3xTF32 rung
+     (stage three_tf32_warp_specialized, a draft under drafts/ until it passes on a GPU):
+     <= 2.2 x stage warp_specialized and <= 0.35 x cuDNN ConvTranspose2d alone (FP32).
    JSON: "targets", a list of {name, value (the ratio of the two medians), limit, op ("<=" or "<"),
    met, status, ms, reference_ms, and note where TARGETS gives one}; a target whose timings this
    run lacks has value and met null, status "not measured", and "missing" naming them. Targets are
@@ -115,7 +118,7 @@ Y_ATOL = 1e-4  # absolute, on y; KernelBench's allclose adds rtol = 1e-4 times |
 KB_TOL = 1e-4  # KernelBench's atol = rtol for fp32 outputs (1e-2 in its first version)
 # By name, so that a renumbering keeps them; a name without a stage folder is skipped.
 DEFAULT_STAGES = ("vectorized_loads,async_copy,tensor_cores,three_tf32,pool_before_conv,single_launch,"
-                  "multistage_mma,wgmma,three_tf32_wgmma,warp_specialized")
+                  "multistage_mma,wgmma,three_tf32_wgmma,warp_specialized,three_tf32_warp_specialized")
 
 
 SCRIPT = cc.Script("compare_p42")
@@ -564,6 +567,8 @@ TARGETS = (
     ("warp_specialized", "kind:cudnn_kernel", 1.0, "<=", None),
     ("warp_specialized", "kind:cudnn_kernel", 0.85, "<=", "stretch"),
     ("warp_specialized", "stage:wgmma", 1.0, "<", None),
+    ("three_tf32_warp_specialized", "stage:warp_specialized", 2.2, "<=", None),
+    ("three_tf32_warp_specialized", "kind:convt_fp32", 0.35, "<=", None),
 )
 
 # A GPU activity is a convolution kernel when its name (any case) holds one of these and none of
