@@ -502,7 +502,8 @@ WHAT = {"atomic_per_element": "a global atomic add per element", "block_tree": "
         "async_pipeline": "a cp.async double-buffered pipeline", "mma_loop": "TF32 mma in an inner loop",
         "three_products": "3xTF32: three mma per fragment pair",
         "tf32_rounded": "operands rounded to TF32 to nearest (cvt.rna: an add of 0x1000, then the mask)",
-        "wgmma_products": "3xTF32 on wgmma: three HGMMA per accumulator and tap"}
+        "wgmma_products": "3xTF32 on wgmma: three HGMMA per accumulator and tap",
+        "wgmma_in_flight": "wgmma kept in flight in the tap loop (no wait for all of them)"}
 
 # ---- the rules --------------------------------------------------------------------------------
 
