@@ -9,7 +9,8 @@
 #
 # Usage: OUT=DIR bash drafts/try_on_gpu.sh DRAFTS [COMPARE]
 #   DRAFTS   comma-separated draft folders (18_three_tf32_warp_specialized) or their numbers (18)
-#   COMPARE  comma-separated stages timed with them (default: each draft's number minus one)
+#   COMPARE  comma-separated stages timed with them (default: the highest stage in stages/ below
+#            the lowest draft, the one the drafts build on)
 #   ARCH (default 90), JOBS (default nproc), KEEP=1 keeps the copy (printed)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -40,8 +41,12 @@ for d in ${drafts_arg//,/ }; do
   folders+=("$name") ids+=("${name:0:2}")
 done
 compare=${2:-}
-if [ -z "$compare" ]; then
-  for id in "${ids[@]}"; do compare+="${compare:+,}$(printf '%02d' $((10#$id - 1)))"; done
+if [ -z "$compare" ]; then  # the highest stage below the lowest draft: the one the drafts build on
+  lowest=$(printf '%s\n' "${ids[@]}" | sort | head -1)
+  for ((n = 10#$lowest - 1; n >= 0; n--)); do
+    id=$(printf '%02d' "$n")
+    if compgen -G "$root/stages/${id}_*" > /dev/null; then compare=$id; break; fi
+  done
 fi
 
 copy=$(mktemp -d "${TMPDIR:-/tmp}/try-drafts.XXXXXX")
