@@ -33,7 +33,8 @@ ALLOW = REPO / "scripts" / "bare_numbers_allow.txt"
 # The prose that quotes measured numbers (globs under the repository root).
 # The same pages as update_results.py's markers (MARKED there), and the grader's student pages.
 PROSE = ("README.md", "docs/*.md", "stages/*/README.md", "stages/*/EXPERIMENTS.md", "profiles/*.md",
-         "tracks/**/*.md", "python/README.md", "results/README.md", "results/**/README.md", "grader/*.md")
+         "tracks/**/*.md", "python/README.md", "results/README.md", "results/**/README.md", "grader/*.md",
+         "drafts/*/README.md")
 
 NUMBER = r"(?<![\w.,/-])\d+(?:,\d{3})*(?:\.\d+)?"
 UNIT = r"(?:ms|µs|μs|us|ns|[GT]B/s|[GTP]FLOP/s|TFLOPS|%)"

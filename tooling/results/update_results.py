@@ -388,7 +388,8 @@ NUM = re.compile(r"<!--\s*num:\s*(?P<spec>.*?)\s*-->(?P<text>.*?)<!--\s*/num\s*-
 NUM_SRC = re.compile(r"<!--\s*num-src:\s*(?P<defs>.*?)\s*-->")
 # The prose files whose markers are checked and rewritten (globs under the repository root).
 MARKED = ("README.md", "stages/*/README.md", "stages/*/EXPERIMENTS.md", "tracks/*/README.md", "tracks/*/*.md",
-          "docs/*.md", "profiles/*.md", "python/README.md", "results/README.md", "results/**/README.md")
+          "docs/*.md", "profiles/*.md", "python/README.md", "results/README.md", "results/**/README.md",
+          "drafts/*/README.md")
 # Short names for the committed runs the prose quotes most (a marker may also name any file).
 ALIASES = {"ladder": "results/ladder_h200.json", "v1": "results/ladder_v1_h200.json",
            "pool": "results/pool_only_h200.json", "torch": "results/pytorch_h200.json",
