@@ -464,6 +464,13 @@ def check_wgmma_products(fn, min_per_tap=3, sass=r"HGMMA\."):
 WGMMA_PENDING = re.compile(r"gsb0\s*,\s*(0x[0-9a-fA-F]+|\d+)")
 
 
+def wgmma_pending(ins):
+    """The wgmma groups a WARPGROUP.DEPBAR.LE gsb0, n lets stay in flight (n: wgmma.wait_group n),
+    or None for any other instruction (depbar_pending's counterpart)."""
+    m = WGMMA_PENDING.search(", ".join(ins.args)) if ins.op.startswith("WARPGROUP.DEPBAR") else None
+    return int(m.group(1), 0) if m else None
+
+
 def check_wgmma_in_flight(fn, min_pending=1, sass=r"HGMMA\."):
     """wgmma that overlap: in every innermost loop with HGMMA, each wait (WARPGROUP.DEPBAR.LE gsb0,
     n: wgmma.wait_group n) leaves at least min_pending groups in flight. Fails on a wait<0> after
@@ -478,13 +485,13 @@ def check_wgmma_in_flight(fn, min_pending=1, sass=r"HGMMA\."):
         return False, f"no innermost loop with {sass.replace(chr(92), '').rstrip('.')}"
     for loop in loops:
         for i in loop.body:
-            m = WGMMA_PENDING.search(", ".join(i.args)) if i.op.startswith("WARPGROUP.DEPBAR") else None
-            if m and int(m.group(1), 0) < min_pending:
+            n = wgmma_pending(i)
+            if n is not None and n < min_pending:
                 return False, (f"{loop.where()}: {i.text()} at {i.addr:#06x} waits for every wgmma but "
-                               f"{int(m.group(1), 0)}: fewer than {min_pending} in flight, so the next A "
+                               f"{n}: fewer than {min_pending} in flight, so the next A "
                                f"fragment loads while the tensor pipe idles (a wait<0>, or ptxas serializing "
                                f"the wgmma: its C7513 note)")
-    waits = sorted({i.text() for l in loops for i in l.body if i.op.startswith("WARPGROUP.DEPBAR")})
+    waits = sorted({i.text() for l in loops for i in l.body if wgmma_pending(i) is not None})
     return True, f"{loops[0].where()}: {', '.join(waits) or 'no wait inside'}"
 
 

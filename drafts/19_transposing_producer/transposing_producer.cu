@@ -14,8 +14,8 @@
 //  - a three-slot ring of (weights, K-major x, x box); setmaxnreg 56 / 224 (the producer needs
 //    registers for the transpose now).
 // The instructions are common/toolkit/wgmma.cuh and tma.cuh, the tile lib/warp_specialized_tile.cuh
-// (stage 17's), the weight layout lib/tf32_weight_kmajor.cuh, the host half
-// lib/transposing_producer_host.cuh.
+// (stage 17's), the weight layout lib/tf32_weight_kmajor.cuh, the plan
+// lib/transposing_producer_host.cuh, the host half stage 17's lib/warp_specialized_host.cuh.
 #include <cstdint>
 
 #include "conv_params.hpp"
@@ -26,7 +26,7 @@
 #include "tma.cuh"    // the tensor copy, setmaxnreg, mbarrier arrival, named barrier
 #include "lib/warp_specialized_tile.cuh"        // roles, the x box, the kernel's arguments
 #include "lib/tf32_weight_kmajor.cuh"           // stage 15's weight layout: B K-major in TF32
-#include "lib/transposing_producer_host.cuh"    // TpHost: the host half, kTpRing
+#include "lib/transposing_producer_host.cuh"    // kTpRing, the plan (stage 17's WsHost runs it)
 #include "todo.cuh"
 
 namespace ladder {
@@ -247,13 +247,20 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
 // ---- stage 19 kernels: end -----------------------------------------------------------------
 
-/// What the host half (lib/transposing_producer_host.cuh) takes from this stage.
-struct TpRung {
+/// What stage 17's host half (lib/warp_specialized_host.cuh) takes from this stage: its kernels,
+/// its plan (lib/transposing_producer_host.cuh) and its launch (stage 17's, under this name).
+struct TpRung : WsRungDefaults {
   template <int KW>
   static auto kernel() { return conv_pool_transposing_producer<KW>; }
   static auto weight_layout() { return tf32_weight_kmajor; }
+  static WsPlan plan(const Problem& p) { return make_tp_plan(p); }
+  template <class Kernel>
+  static void launch(Kernel kernel, const WsPlan& q, const CUtensorMap& xmap, const WsArgs& t, cudaStream_t stream) {
+    kernel<<<q.g.blocks, kWsThreads, q.smem_bytes, stream>>>(xmap, t);
+    CUDA_CHECK_LAUNCH("conv_pool_transposing_producer");
+  }
 };
-using Host = TpHost<TpRung>;
+using Host = WsHost<TpRung>;
 
 }  // namespace
 

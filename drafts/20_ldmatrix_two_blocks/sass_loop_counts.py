@@ -11,12 +11,11 @@ to the last HMMA of the step loop); for the draft the same window of the step lo
 the kw loop (its counts are printed times 3, the passes of one step). LDS excludes the
 never-executed `@!PT LDS` padding."""
 import collections
-import glob
-import os
 import re
 import sys
 
 from tooling.checks import sass  # PYTHONPATH=. (the repository root): tooling is no installed package
+from tooling.results.sass_counts import stage_functions
 
 HMMA = re.compile(r"HMMA")
 
@@ -63,8 +62,7 @@ def main(build):
                       ("20", "conv_pool_multistage_ldsmILi3ELi3ENS0_9TileShapeILi4ELi4E"),
                       ("14", "conv_pool_multistageILi3ELi3ENS0_9TileShapeILi8ELi4E"),
                       ("20", "conv_pool_multistage_ldsmILi3ELi3ENS0_9TileShapeILi8ELi4E")):
-        objs = glob.glob(os.path.join(build, "CMakeFiles", f"stage_{sid}.dir", "stages", "*", "*.cu.o"))
-        fns = [f for f in sass.disassemble(cuobjdump, objs) if f.arch == "sm_90" and name in f.name]
+        fns = [f for f in stage_functions(build, sid, cuobjdump) if name in f.name]  # sm_90, as sass_counts reads them
         assert len(fns) == 1, (name, len(fns))
         fn = fns[0]
         inner, outer = smallest_hmma_loop(fn), outer_hmma_loop(fn)

@@ -14,7 +14,8 @@
 //    more at the end keeps a block from leaving while its partner may still write to it.
 // The instructions are common/toolkit/wgmma.cuh, tma.cuh and lib/cluster_copy.cuh, the tile
 // lib/warp_specialized_tile.cuh (stage 17's), the weight layout lib/tf32_weight_kmajor.cuh, the
-// host half lib/weight_multicast_host.cuh.
+// plan and launch lib/weight_multicast_host.cuh, the host half stage 17's
+// lib/warp_specialized_host.cuh.
 #include <cstdint>
 
 #include "conv_params.hpp"
@@ -26,7 +27,7 @@
 #include "lib/warp_specialized_tile.cuh"  // roles, ring, registers, the x box, the kernel's arguments
 #include "lib/tf32_weight_kmajor.cuh"     // stage 15's weight layout: B K-major in TF32
 #include "lib/cluster_copy.cuh"           // cluster rank and barrier, remote arrival, multicast copy
-#include "lib/weight_multicast_host.cuh"  // McHost: the host half, kMcCluster
+#include "lib/weight_multicast_host.cuh"  // kMcCluster, the plan and the cluster launch
 #include "todo.cuh"
 
 namespace ladder {
@@ -248,13 +249,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
 // ---- stage 21 kernels: end -----------------------------------------------------------------
 
-/// What the host half (lib/weight_multicast_host.cuh) takes from this stage.
-struct McRung {
+/// What stage 17's host half (lib/warp_specialized_host.cuh) takes from this stage: its kernels,
+/// and its plan and cluster launch (lib/weight_multicast_host.cuh).
+struct McRung : WsRungDefaults {
   template <int KW>
   static auto kernel() { return conv_pool_weight_multicast<KW>; }
   static auto weight_layout() { return tf32_weight_kmajor; }
+  static WsPlan plan(const Problem& p) { return make_mc_plan(p); }
+  template <class Kernel>
+  static void launch(Kernel kernel, const WsPlan& q, const CUtensorMap& xmap, const WsArgs& t, cudaStream_t stream) {
+    launch_clusters(kernel, q, xmap, t, stream);
+  }
 };
-using Host = McHost<McRung>;
+using Host = WsHost<McRung>;
 
 }  // namespace
 

@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
 /// What the host half (lib/warp_specialized_host.cuh: plan, workspace, tensor map, launches)
 /// takes from this stage.
-struct WsRung {
+struct WsRung : WsRungDefaults {  // stage 17 keeps the default plan and launch
   template <int KW>
   static auto kernel() { return conv_pool_warp_specialized<KW>; }
   static auto weight_layout() { return tf32_weight_kmajor; }

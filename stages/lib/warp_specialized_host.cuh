@@ -1,8 +1,9 @@
 // The host half of the warp-specialized rung (17): the launch plan (stage 15's conditions, plus
 // what the copy engine's tensor map needs), the workspace, the opt-in to more than 48 KB of shared
 // memory, the tensor map of x, and the launches. Whether the device runs sm_90a code is stage 15's
-// probe (lib/wgmma_host.cuh: wgmma_here, wgmma_device_note). The stage passes its kernels:
-//   struct Rung {
+// probe (lib/wgmma_host.cuh: wgmma_here, wgmma_device_note). The stage passes its kernels, and
+// may replace the plan or the launch (WsRungDefaults, stage 17's):
+//   struct Rung : WsRungDefaults {
 //     template <int KW> static auto kernel();  // conv_pool_warp_specialized<KW>: (CUtensorMap, WsArgs)
 //     static auto weight_layout();             // tf32_weight_kmajor, stage 15's layout
 //   };
@@ -93,21 +94,21 @@ inline int64_t ws_layout_floats(const Problem& p, const WsPlan& q) {
          p.kernel_size.w * kWgCo * kCiChunk;
 }
 
-/// Workspace: the partial sums (N, parts, Cout) fp32, then on the fast path the laid-out weights;
-/// a fast plan also covers the general path's partials (an x that is not 16-byte aligned takes it).
-inline size_t ws_workspace_bytes(const Problem& p) {
-  const WsPlan q = make_ws_plan(p);
-  if (!q.fast) return partials_bytes(p, q.g.parts);
-  return std::max(aligned_partials_bytes(p, q.g.parts) + size_t(ws_layout_floats(p, q)) * sizeof(float),
-                  partials_bytes(p, general_grid(p).parts));
-}
-
-/// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
-inline size_t ws_shared_memory_bytes(const Problem& p) { return make_ws_plan(p).smem_bytes; }
-
 /// Says when the warp-specialized kernel does not run on this device or for this problem shape:
 /// stage 15's note about the device (sm_90 with sm_90a code).
 inline std::string ws_device_note() { return wgmma_device_note(); }
+
+/// What WsHost asks of a rung besides its kernels, with stage 17's answers: the plan of a problem
+/// and the checked launch of the kernel over it. A rung that plans or launches otherwise derives
+/// from this and declares its own plan or launch, which hides this one.
+struct WsRungDefaults {
+  static WsPlan plan(const Problem& p) { return make_ws_plan(p); }
+  template <class Kernel>
+  static void launch(Kernel kernel, const WsPlan& q, const CUtensorMap& xmap, const WsArgs& t, cudaStream_t stream) {
+    kernel<<<q.g.blocks, kWsThreads, q.smem_bytes, stream>>>(xmap, t);
+    CUDA_CHECK_LAUNCH("conv_pool_warp_specialized");
+  }
+};
 
 template <class Rung>
 struct WsHost {
@@ -117,10 +118,22 @@ struct WsHost {
     with_kernel_width(q.kernel_w, [&](auto w) { f(Rung::template kernel<decltype(w)::value>()); });
   }
 
+  /// Workspace: the partial sums (N, parts, Cout) fp32, then on the fast path the laid-out weights;
+  /// a fast plan also covers the general path's partials (an x that is not 16-byte aligned takes it).
+  static size_t workspace_bytes(const Problem& p) {
+    const WsPlan q = Rung::plan(p);
+    if (!q.fast) return partials_bytes(p, q.g.parts);
+    return std::max(aligned_partials_bytes(p, q.g.parts) + size_t(ws_layout_floats(p, q)) * sizeof(float),
+                    partials_bytes(p, general_grid(p).parts));
+  }
+
+  /// Dynamic shared memory per block of the plan, in bytes (0 on the general path).
+  static size_t shared_memory_bytes(const Problem& p) { return Rung::plan(p).smem_bytes; }
+
   /// Once per problem, outside the timed region: the probe and the opt-in above 48 KB of dynamic
   /// shared memory. Throws CudaError if the device cannot give the plan's shared memory.
   static void prepare(const Problem& p) {
-    const WsPlan q = make_ws_plan(p);
+    const WsPlan q = Rung::plan(p);
     if (q.fast) with_kernel(q, [&](auto kernel) { opt_in_shared_memory(kernel, q.smem_bytes); });
   }
 
@@ -130,7 +143,7 @@ struct WsHost {
   /// tensor map's encoding (naming the parameter), CudaError from a launch.
   static void run(const GpuStageArgs& a) {
     const Problem& p = a.problem;
-    WsPlan q = make_ws_plan(p);
+    WsPlan q = Rung::plan(p);
     if (q.fast && reinterpret_cast<uintptr_t>(a.in.x) % 16 != 0) {  // the copy engine needs a 16-byte aligned base
       q = WsPlan{};
       q.g = general_grid(p);
@@ -145,18 +158,15 @@ struct WsHost {
       CUDA_CHECK_LAUNCH("tf32_weight_kmajor");
       const CUtensorMap xmap = encode_tensor_map_f32(x_tensor_map(p, a.in.x, q.box), "x");
       const WsArgs t{cp, wt, partials, q.g, q.tiles_w, q.box.rows, q.box.cols, q.shift};
-      with_kernel(q, [&](auto kernel) {
-        kernel<<<q.g.blocks, kWsThreads, q.smem_bytes, a.stream>>>(xmap, t);
-        CUDA_CHECK_LAUNCH("conv_pool_warp_specialized");
-      });
+      with_kernel(q, [&](auto kernel) { Rung::launch(kernel, q, xmap, t, a.stream); });
     });
   }
 
   /// Fills the descriptor's hooks for this host half.
   static void describe(StageDescriptor& d) {
-    d.workspace_bytes = ws_workspace_bytes;
+    d.workspace_bytes = workspace_bytes;
     d.run_gpu = run;
-    d.shared_memory_bytes = ws_shared_memory_bytes;
+    d.shared_memory_bytes = shared_memory_bytes;
     d.device_note = ws_device_note;
     d.prepare = prepare;
     d.tensor_cores = true;
